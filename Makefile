@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both build .venv from the project's own files.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GPUPIPE := $(VENV)/bin/gpupipe
+DEMO_WARC := data/synthetic/crawl.warc.gz
+
+.PHONY: demo test bench install clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# CPU build of torch first (on disk here); a bare `torch` would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+$(DEMO_WARC): $(VENV)/.installed
+	$(GPUPIPE) synth --out $(DEMO_WARC) --docs 400 --seed 0
+
+demo: $(DEMO_WARC)
+	$(GPUPIPE) run configs/default.yaml
+	$(GPUPIPE) verify runs/default/shards
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q tests
+
+bench: $(VENV)/.installed
+	$(PY) profiling/bench_text_hash.py
+
+clean:
+	rm -rf runs data/synthetic

@@ -1,0 +1,144 @@
+"""The `gpupipe` command line: run, synth, verify."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console(stderr=False)
+errors = Console(stderr=True)
+
+
+def _progress_factory(stage: str, total: int):
+    """A live bar per stage on a terminal; nothing in CI or when piped."""
+    if not console.is_terminal:
+        return None
+
+    class Bar:
+        def __enter__(self):
+            self.p = Progress(TextColumn(f"[bold]{stage:<12}"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("partitions"), TimeElapsedColumn(), console=console, transient=True)
+            self.p.__enter__()
+            self.task = self.p.add_task(stage, total=total)
+            return self
+
+        def advance(self, n: int) -> None:
+            self.p.advance(self.task, n)
+
+        def __exit__(self, *exc):
+            return self.p.__exit__(*exc)
+
+    return Bar()
+
+
+def funnel_table(stats: dict[str, Any]) -> Table:
+    t = Table(title=f"gpupipe funnel: {stats['input_records']} input records → {stats['output_docs']} documents")
+    for col in ("stage", "docs in", "docs out", "removed (by reason)", "MB in", "MB out", "seconds", "docs/s"):
+        t.add_column(col, justify="left" if col in ("stage", "removed (by reason)") else "right")
+    for s in stats["stages"]:
+        removed = ", ".join(f"{k} {v}" for k, v in sorted(s["removed"].items(), key=lambda kv: -kv[1])) or "-"
+        rate = f"{s['docs_in'] / s['seconds']:,.0f}" if s["seconds"] and not s.get("resumed") else "-"
+        t.add_row(s["name"] + (" (resumed)" if s.get("resumed") else ""), f"{s['docs_in']:,}",
+                  f"{s['docs_out']:,}", removed, f"{s['bytes_in'] / 1e6:.2f}", f"{s['bytes_out'] / 1e6:.2f}",
+                  f"{s['seconds']:.2f}", rate)
+    return t
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpupipe.backend import DeviceError
+    from gpupipe.config import ConfigError, load_config
+    from gpupipe.run.pipeline import run_pipeline
+
+    overrides: dict[str, Any] = {}
+    if args.input:
+        overrides["input.path"] = args.input
+    for flag, key in (("output", "output"), ("device", "device"), ("executor", "executor.kind"),
+                      ("workers", "executor.workers"), ("partition_docs", "executor.partition_docs")):
+        if getattr(args, flag) is not None:
+            overrides[key] = getattr(args, flag)
+    try:
+        cfg = load_config(args.config, overrides)
+        stats = run_pipeline(cfg, _progress_factory)
+    except (ConfigError, DeviceError) as e:
+        errors.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        return 2
+    console.print(funnel_table(stats))
+    console.print(f"run directory: {cfg.output}  (stats.json, config.resolved.yaml, stages/, logs/)")
+    console.print(f"curated documents: {stats['curated_dir']}")
+    if stats["shards_dir"]:
+        console.print(f"token shards: {stats['shards_dir']}  (check them: gpupipe verify {stats['shards_dir']})")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from gpupipe.synth import write_synthetic_crawl
+
+    summary = write_synthetic_crawl(args.out, docs=args.docs, seed=args.seed)
+    console.print(f"wrote {summary['warc']} ({summary['records']} WARC records, {summary['pages']} HTML pages) "
+                  f"and ground truth {summary['truth']}")
+    console.print(f"kinds: {summary['by_kind']}")
+    console.print(f"languages: {summary['by_lang']}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from gpupipe.tokens.manifest import read_manifest
+    from gpupipe.tokens.verify import verify_shards
+
+    try:
+        problems = verify_shards(args.shard_dir)
+    except (OSError, ValueError) as e:
+        errors.print(f"error: cannot verify {args.shard_dir}: {e}", highlight=False)
+        return 2
+    if problems:
+        for p in problems:
+            errors.print(f"FAIL: {p}", highlight=False)
+        return 1
+    m = read_manifest(args.shard_dir)
+    console.print(f"OK: {len(m['shards'])} shards, {m['sequences']} sequences of {m['seq_len']} tokens, "
+                  f"{m['documents_packed']} documents, dropped remainder {m['dropped_remainder_tokens']} tokens")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpupipe", description="Web crawl → curated documents → packed token shards.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run (or resume) a pipeline config", description=(
+        "Run the stages of CONFIG into its run directory; a re-run resumes after the last completed stage."))
+    r.add_argument("config", help="YAML config (see configs/)")
+    r.add_argument("--input", nargs="+", help="input file(s), folder(s) or glob(s); overrides input.path")
+    r.add_argument("--output", help="run directory; overrides output")
+    r.add_argument("--device", choices=["auto", "cpu", "gpu"], help="overrides device")
+    r.add_argument("--executor", choices=["local", "dask"], help="overrides executor.kind")
+    r.add_argument("--workers", type=int, help="Dask workers; overrides executor.workers")
+    r.add_argument("--partition-docs", dest="partition_docs", type=int,
+                   help="documents per partition; overrides executor.partition_docs")
+    r.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("synth", help="write the synthetic crawl (WARC + ground truth)", description=(
+        "Write a deterministic synthetic web crawl as a real .warc.gz plus a .truth.jsonl ground-truth file."))
+    s.add_argument("--out", required=True, help="output .warc.gz path")
+    s.add_argument("--docs", type=int, default=400, help="number of HTML pages (default 400)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.set_defaults(fn=cmd_synth)
+
+    v = sub.add_parser("verify", help="check token shards against their manifest", description=(
+        "Recompute every shard's sha256 and token count and check the packing invariants; exit 1 on a mismatch."))
+    v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
+    v.set_defaults(fn=cmd_verify)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Partition files: every stage's output is a folder of Parquet parts (zstd), written under a temp name then renamed,
+so a crash never leaves a half file that looks whole."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def write_part(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def read_part(path: str | os.PathLike) -> pd.DataFrame:
+    return pq.read_table(path).to_pandas()
+
+
+def part_paths(folder: str | os.PathLike) -> list[Path]:
+    """The parts of a stage in input order (their names sort in input order)."""
+    return sorted(Path(folder).glob("part-*.parquet"))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,198 @@
+"""What every stage shares: config class, run context, per-partition stats, and the map-over-partitions driver.
+
+A stage maps documents (rows of a DataFrame) to documents. Map stages compute columns first (`transform`), then
+say which rows to drop and why (`reasons`); this base class drops them, counts each reason, writes the rejects
+and the stats, so a stage module holds only its own logic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpupipe.config import Strict
+from gpupipe.io.parts import part_paths, read_part, write_part
+from gpupipe.nvtx_ranges import annotate
+
+REJECT_TEXT_CHARS = 1000  # rejects keep a prefix of the text: enough to audit, small enough to keep them all
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a stage needs to know about the run; small and picklable (it travels to Dask workers)."""
+
+    device: str = "cpu"          # resolved: "cpu" or "gpu"
+    seed: int = 0
+    run_dir: str = ""
+    results_hash: str = ""
+    shuffle_buckets: int = 8
+
+
+@dataclass
+class StageStats:
+    """Counts of one stage (or one partition of it); partitions merge by addition."""
+
+    docs_in: int = 0
+    docs_out: int = 0
+    removed: Counter = field(default_factory=Counter)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    extra: Counter = field(default_factory=Counter)  # stage-specific numeric counters (summed)
+
+    def merge(self, other: "StageStats") -> "StageStats":
+        self.docs_in += other.docs_in
+        self.docs_out += other.docs_out
+        self.removed.update(other.removed)
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+        self.extra.update(other.extra)
+        return self
+
+    def to_dict(self, name: str, seconds: float) -> dict[str, Any]:
+        return {
+            "name": name,
+            "docs_in": self.docs_in,
+            "docs_out": self.docs_out,
+            "removed": dict(sorted(self.removed.items())),
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "seconds": round(seconds, 3),
+            "docs_per_second": round(self.docs_in / seconds, 1) if seconds > 0 else None,
+            "extra": dict(sorted(self.extra.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StageStats":
+        return cls(d["docs_in"], d["docs_out"], Counter(d["removed"]), d["bytes_in"], d["bytes_out"],
+                   Counter(d.get("extra", {})))
+
+
+def text_bytes(col: pd.Series) -> int:
+    """UTF-8 bytes of a string column, without a Python loop."""
+    if len(col) == 0:
+        return 0
+    arr = pa.array(col, type=pa.large_string(), from_pandas=True)
+    return int(pc.sum(pc.binary_length(arr)).as_py() or 0)
+
+
+@dataclass
+class StageJob:
+    """One stage's execution: where its input parts are, where its output goes, what runs the partitions."""
+
+    executor: Any
+    in_dir: Path | None       # the previous stage's folder (None for the read stage)
+    inputs: list[Path]        # its parts, in input order
+    out_dir: Path
+    ctx: RunContext
+    progress: Callable[[int], None] = lambda n: None
+
+
+class Stage:
+    """A pipeline station. Subclasses set `name`, `Config`, and implement `execute` (or use MapStage)."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[Strict]] = Strict
+
+    def __init__(self, config: Strict, ctx: RunContext):
+        self.config = config
+        self.ctx = ctx
+
+    def execute(self, job: StageJob) -> StageStats:
+        raise NotImplementedError(f"stage {self.name} must implement execute()")
+
+    def spec(self) -> tuple[str, str, RunContext]:
+        """A picklable description from which a worker rebuilds this stage."""
+        return (self.name, self.config.model_dump_json(), self.ctx)
+
+
+class MapStage(Stage):
+    """A per-document stage: transform → reasons → drop, one partition at a time, in parallel."""
+
+    text_column: ClassVar[str] = "text"   # whose bytes count as bytes_in
+
+    def setup(self) -> None:
+        """Load heavy resources once per worker process (models, compiled regexes)."""
+
+    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
+        return df
+
+    def reasons(self, df: pd.DataFrame) -> pd.Series | None:
+        """Per row: the reason to drop it, or None to keep it. None as a whole keeps every row."""
+        return None
+
+    def extra_stats(self, df_out: pd.DataFrame) -> Counter:
+        return Counter()
+
+    def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+        stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if len(df) else 0)
+        df = self.transform(df)
+        why = self.reasons(df)
+        if why is None:
+            kept, rejects = df, df.iloc[:0]
+        else:
+            drop = why.notna().to_numpy()
+            kept, rejects = df[~drop], df[drop].assign(reason=why[drop])
+            stats.removed.update(rejects["reason"].value_counts().to_dict())
+        stats.docs_out = len(kept)
+        stats.bytes_out = text_bytes(kept["text"]) if len(kept) else 0
+        stats.extra.update(self.extra_stats(kept))
+        return kept.reset_index(drop=True), rejects, stats
+
+    def execute(self, job: StageJob) -> StageStats:
+        results = job.executor.map(map_partition_task, [self.spec()] * len(job.inputs), job.inputs,
+                                   [job.out_dir] * len(job.inputs), progress=job.progress)
+        total = StageStats()
+        for r in results:
+            total.merge(StageStats.from_dict(r))
+        return total
+
+
+# One instance per (stage, config) per worker process, so models load once per worker, not once per partition.
+_WORKER_STAGES: dict[tuple[str, str, RunContext], Stage] = {}
+
+
+def worker_stage(spec: tuple[str, str, RunContext]) -> Stage:
+    from gpupipe.stages import STAGES
+
+    name, cfg_json, ctx = spec
+    key = (name, cfg_json, ctx)
+    if key not in _WORKER_STAGES:
+        cls = STAGES[name]
+        stage = cls(cls.Config.model_validate_json(cfg_json), ctx)
+        if isinstance(stage, MapStage):
+            stage.setup()
+        _WORKER_STAGES[key] = stage
+    return _WORKER_STAGES[key]
+
+
+def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
+    """Worker side of MapStage.execute: read a part, run the stage, write the part and its rejects."""
+    stage = worker_stage(spec)
+    with annotate(f"gpupipe/{stage.name}"):
+        t0 = time.perf_counter()
+        df = read_part(in_path)
+        kept, rejects, stats = stage.run_partition(df)
+        write_part(kept, Path(out_dir) / Path(in_path).name)
+        if len(rejects):
+            write_rejects(rejects, Path(out_dir) / "rejects" / Path(in_path).name)
+    d = stats.to_dict(stage.name, time.perf_counter() - t0)
+    return d
+
+
+def write_rejects(rejects: pd.DataFrame, path: Path) -> None:
+    cols = [c for c in ("id", "doc_index", "url", "reason", "text", "lang", "lang_score") if c in rejects.columns]
+    out = rejects[cols].copy()
+    if "text" in out.columns:
+        out["text"] = out["text"].str.slice(0, REJECT_TEXT_CHARS)
+    write_part(out.reset_index(drop=True), path)
+
+
+__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "map_partition_task", "part_paths",
+           "text_bytes", "worker_stage", "write_rejects"]
