@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console(stderr=False)
+console = Console()
+if not console.is_terminal:  # CI logs and pipes: wide enough for the funnel table
+    console = Console(width=160)
 errors = Console(stderr=True)
 
 
@@ -41,7 +43,7 @@ def funnel_table(stats: dict[str, Any]) -> Table:
     for col in ("stage", "docs in", "docs out", "removed (by reason)", "MB in", "MB out", "seconds", "docs/s"):
         t.add_column(col, justify="left" if col in ("stage", "removed (by reason)") else "right")
     for s in stats["stages"]:
-        removed = ", ".join(f"{k} {v}" for k, v in sorted(s["removed"].items(), key=lambda kv: -kv[1])) or "-"
+        removed = "\n".join(f"{k} {v}" for k, v in sorted(s["removed"].items(), key=lambda kv: -kv[1])) or "-"
         rate = f"{s['docs_in'] / s['seconds']:,.0f}" if s["seconds"] and not s.get("resumed") else "-"
         t.add_row(s["name"] + (" (resumed)" if s.get("resumed") else ""), f"{s['docs_in']:,}",
                   f"{s['docs_out']:,}", removed, f"{s['bytes_in'] / 1e6:.2f}", f"{s['bytes_out'] / 1e6:.2f}",

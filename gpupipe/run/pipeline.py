@@ -104,7 +104,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
             run.reset(folder)
             inputs = part_paths(folders[i - 1]) if i else []
             tasks = len(read.files) if i == 0 else len(inputs)
-            bar = progress_factory(stage.name, tasks) if progress_factory else contextlib.nullcontext()
+            bar = (progress_factory and progress_factory(stage.name, tasks)) or contextlib.nullcontext()
             with bar as b:
                 job = StageJob(executor, folders[i - 1] if i else None, inputs, folder, ctx,
                                progress=(b.advance if b is not None else lambda n: None))
@@ -135,7 +135,8 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         "removed_total": sum(sum(s["removed"].values()) for s in stage_stats),
         "conservation_ok": not problems,
         "seconds": round(time.perf_counter() - t_run, 3),
-        "curated_dir": str(folders[-1] if stages[-1].name != "pack" else folders[-2]),
+        "curated_dir": str(next(f for f, s in zip(folders[::-1], stages[::-1])
+                                if s.name not in ("tokenize", "pack"))),
         "shards_dir": str(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
         "stages": stage_stats,
     }

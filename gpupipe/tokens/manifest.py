@@ -1,0 +1,78 @@
+"""manifest.json: what a shard directory holds and how to check it (seed 000, §18.15; DESIGN §7).
+
+No timestamps or host names: the same inputs give a byte-identical manifest, so a manifest's
+own hash identifies the data.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from .packing import MANIFEST_FILE, shard_dtype, write_atomic
+
+MANIFEST_FORMAT = "gpupipe-shards/1"
+
+
+def _gpupipe_version() -> str:
+    from gpupipe import __version__  # late import: gpupipe/__init__ may import this package
+
+    return __version__
+
+
+def write_manifest(
+    out_dir,
+    summary: dict,
+    *,
+    seq_len: int,
+    dtype,
+    vocab_size: int,
+    eos_id: int,
+    tokenizer_sha256: str,
+    tokenizer_file: str,
+    config_hash: str,
+    extra: dict | None = None,
+) -> dict:
+    """Write manifest.json from a StreamPacker.finish() summary and return the manifest dict."""
+    shards = [dict(s) for s in summary["shards"]]
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "gpupipe_version": _gpupipe_version(),
+        "seq_len": int(seq_len),
+        "dtype": shard_dtype(dtype).name,
+        "vocab_size": int(vocab_size),
+        "eos_id": int(eos_id),
+        "tokenizer_file": str(tokenizer_file),
+        "tokenizer_sha256": tokenizer_sha256,
+        "documents_packed": int(summary["documents"]),
+        "stream_tokens": int(summary["stream_tokens"]),
+        "sequences": sum(int(s["sequences"]) for s in shards),
+        "tokens": sum(int(s["tokens"]) for s in shards),
+        "dropped_remainder_tokens": int(summary["dropped_remainder_tokens"]),
+        "dropped_remainder_eos": int(summary["dropped_remainder_eos"]),
+        "tokens_per_source": dict(summary["tokens_per_source"]),
+        "shards": shards,
+        "config_hash": config_hash,
+    }
+    clash = sorted(set(extra or {}) & set(manifest))
+    if clash:
+        raise ValueError(f"extra manifest fields would overwrite core fields: {clash}")
+    manifest.update(extra or {})
+    text = json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    os.makedirs(out_dir, exist_ok=True)
+    write_atomic(os.path.join(os.fspath(out_dir), MANIFEST_FILE), text.encode("utf-8"))
+    return manifest
+
+
+def read_manifest(shard_dir) -> dict:
+    path = os.path.join(os.fspath(shard_dir), MANIFEST_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {MANIFEST_FILE} in {shard_dir}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise ValueError(f"{path}: expected format {MANIFEST_FORMAT!r}, found {found!r}")
+    return manifest

@@ -1,0 +1,184 @@
+"""Continuous-stream packing into fixed-length blocks and shard files (seed 000, §18.13–18.15).
+
+    docA EOS docB EOS docC EOS ...  →  |seq_len|seq_len|...|remainder (dropped)
+                                        shard-00000.bin = blocks_per_shard blocks, ...
+
+Every document is followed by exactly one EOS (a boundary, never padding), blocks are cut
+straight through documents, and the last partial block is dropped and counted.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+MANIFEST_FILE = "manifest.json"
+SHARD_RE = re.compile(r"^shard-\d{5,}\.bin$")
+SHARD_DTYPES = ("uint16", "uint32")
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.bin"
+
+
+def shard_dtype(dtype) -> np.dtype:
+    """The on-disk dtype: uint16 or uint32, always little-endian."""
+    dt = np.dtype(dtype)
+    if dt.name not in SHARD_DTYPES:
+        raise ValueError(f"shard dtype must be one of {SHARD_DTYPES}, got {dt}")
+    return dt.newbyteorder("<")
+
+
+def write_atomic(path: str, data) -> None:
+    """Write to a temp name then rename, so a crash never leaves a half file that looks whole."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _remove_stale_outputs(out_dir: str) -> None:
+    # A previous run's manifest would describe shards we are about to overwrite, and its extra
+    # shards would sit next to ours unlisted; both go before the first new shard is written.
+    for name in os.listdir(out_dir):
+        leftover_tmp = ".bin.tmp." in name or name.startswith(MANIFEST_FILE + ".tmp.")
+        if name == MANIFEST_FILE or SHARD_RE.match(name) or leftover_tmp:
+            os.remove(os.path.join(out_dir, name))
+
+
+class StreamPacker:
+    """Continuous stream: doc tokens + exactly one EOS after each document; cut into fixed seq_len
+    blocks; blocks go to shard files of `blocks_per_shard` blocks (shard-00000.bin, ...), written
+    as raw little-endian arrays of `dtype` (tmp name then os.replace); the final partial block
+    (remainder) is dropped and counted; memory stays bounded (keep only the carry-over < seq_len
+    tokens plus the current shard's buffer).
+
+    The carry-over lives at the tail of the shard buffer itself: the buffer holds a whole number
+    of blocks, so it is written exactly when it is full, and whatever is left at finish() beyond
+    the last complete block is the dropped remainder.
+    """
+
+    def __init__(self, out_dir, seq_len: int, eos_id: int, dtype, blocks_per_shard: int = 1024):
+        if seq_len < 2:
+            raise ValueError(f"seq_len must be >= 2, got {seq_len}")
+        if blocks_per_shard < 1:
+            raise ValueError(f"blocks_per_shard must be >= 1, got {blocks_per_shard}")
+        self.dtype = shard_dtype(dtype)
+        if not 0 <= eos_id <= np.iinfo(self.dtype).max:
+            raise ValueError(f"eos_id {eos_id} does not fit {self.dtype.name}")
+        self.out_dir = os.fspath(out_dir)
+        self.seq_len = int(seq_len)
+        self.eos_id = int(eos_id)
+        self.blocks_per_shard = int(blocks_per_shard)
+        os.makedirs(self.out_dir, exist_ok=True)
+        _remove_stale_outputs(self.out_dir)
+
+        self._buf = np.empty(self.seq_len * self.blocks_per_shard, dtype=self.dtype)
+        self._fill = 0
+        self._shards: list[dict] = []
+        self._documents = 0
+        self._stream_tokens = 0
+        self._tokens_per_source: dict[str, int] = {}
+        self._summary: dict | None = None
+
+    # -- input -----------------------------------------------------------------------------
+
+    def add(self, tokens: np.ndarray, source: str = "default") -> None:
+        """Append one document (>= 1 token) followed by one EOS."""
+        self.add_many([tokens], [source])
+
+    def add_many(self, token_lists: Iterable[np.ndarray], sources: Sequence[str] | str | None = None) -> None:
+        """Append documents in order; `sources` is one name per document, or one name for all."""
+        docs = [self._check_document(t) for t in token_lists]
+        if not docs:
+            return
+        sources = _expand_sources(sources, len(docs))
+        lengths = np.fromiter((d.size for d in docs), dtype=np.int64, count=len(docs))
+        # docA EOS docB EOS ...: insert one EOS after each document in one vectorized call
+        joined = np.concatenate(docs)
+        piece = np.insert(joined, np.cumsum(lengths), self.eos_id)
+        self._push(piece)
+
+        self._documents += len(docs)
+        self._stream_tokens += piece.size
+        for source, n in zip(sources, lengths.tolist()):
+            self._tokens_per_source[source] = self._tokens_per_source.get(source, 0) + n + 1
+
+    def _check_document(self, tokens) -> np.ndarray:
+        if self._summary is not None:
+            raise RuntimeError("StreamPacker.finish() was already called")
+        arr = np.asarray(tokens)
+        if arr.ndim != 1:
+            raise ValueError(f"a document must be a 1-D token array, got shape {arr.shape}")
+        if arr.size == 0:
+            # an empty document would put two EOS next to each other
+            raise ValueError("empty document: every packed document needs at least one token")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"token ids must be integers, got {arr.dtype}")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi > np.iinfo(self.dtype).max:
+            raise ValueError(f"token id out of range for {self.dtype.name}: [{lo}, {hi}]")
+        if np.any(arr == self.eos_id):
+            # a stray EOS inside a document is a false boundary (see tokenizer.encode_batch)
+            raise ValueError(f"document contains the EOS id {self.eos_id}")
+        return arr.astype(self.dtype, copy=False)
+
+    # -- stream → shards -------------------------------------------------------------------
+
+    def _push(self, piece: np.ndarray) -> None:
+        """Copy a stream piece into the shard buffer, writing a shard each time it fills."""
+        pos = 0
+        while pos < piece.size:
+            take = min(self._buf.size - self._fill, piece.size - pos)
+            self._buf[self._fill:self._fill + take] = piece[pos:pos + take]
+            self._fill += take
+            pos += take
+            if self._fill == self._buf.size:
+                self._write_shard(self._buf)
+                self._fill = 0
+
+    def _write_shard(self, blocks: np.ndarray) -> None:
+        data = memoryview(np.ascontiguousarray(blocks)).cast("B")
+        name = shard_name(len(self._shards))
+        write_atomic(os.path.join(self.out_dir, name), data)
+        self._shards.append({
+            "file": name,
+            "sequences": blocks.size // self.seq_len,
+            "tokens": int(blocks.size),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "eos": int(np.count_nonzero(blocks == self.eos_id)),
+        })
+
+    def finish(self) -> dict:
+        """Write the last (partial) shard, drop the remainder, return the packing summary."""
+        if self._summary is not None:
+            return self._summary
+        kept = self._fill - self._fill % self.seq_len
+        if kept:
+            self._write_shard(self._buf[:kept])
+        remainder = self._buf[kept:self._fill]
+        self._summary = {
+            "documents": self._documents,
+            "stream_tokens": self._stream_tokens,
+            "blocks": sum(s["sequences"] for s in self._shards),
+            "dropped_remainder_tokens": int(remainder.size),
+            "dropped_remainder_eos": int(np.count_nonzero(remainder == self.eos_id)),
+            "tokens_per_source": dict(sorted(self._tokens_per_source.items())),
+            "shards": self._shards,
+        }
+        self._buf = np.empty(0, dtype=self.dtype)  # release the shard buffer
+        return self._summary
+
+
+def _expand_sources(sources, n: int) -> list[str]:
+    if sources is None:
+        return ["default"] * n
+    if isinstance(sources, str):
+        return [sources] * n
+    sources = [str(s) for s in sources]
+    if len(sources) != n:
+        raise ValueError(f"{n} documents but {len(sources)} sources")
+    return sources

@@ -1,0 +1,114 @@
+"""Byte-level BPE tokenizer: train, save, load, batch-encode (seed 000, §18.12 and lab step ③).
+
+Byte-level means every UTF-8 byte has a base token, so any text encodes without <unk>; the
+merges only decide how compact the encoding is.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+EOS_TOKEN = "<|endoftext|>"
+TOKENIZER_FILE = "tokenizer.json"
+_BYTE_ALPHABET_SIZE = 256
+
+
+def train_byte_level_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (EOS_TOKEN,),
+    min_frequency: int = 2,
+) -> Tokenizer:
+    """Train a byte-level BPE as in the seed's lab.
+
+    Deterministic: the trainer breaks count ties by pair ids, and with the full byte alphabet
+    given up front the base ids do not depend on the order in which characters are seen, so
+    the same texts in the same order give a byte-identical tokenizer.json (tested across
+    processes, whose Rust hash maps are seeded differently).
+    """
+    special_tokens = list(special_tokens)
+    floor = _BYTE_ALPHABET_SIZE + len(special_tokens)
+    if vocab_size < floor:
+        # the trainer would silently return a larger vocab than asked for
+        raise ValueError(f"vocab_size {vocab_size} < {floor} (256 byte tokens + {len(special_tokens)} special)")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def _tokenizer_path(path) -> str:
+    """A directory means the tokenizer.json inside it."""
+    path = os.fspath(path)
+    return os.path.join(path, TOKENIZER_FILE) if os.path.isdir(path) else path
+
+
+def load_tokenizer(path) -> Tokenizer:
+    path = _tokenizer_path(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"tokenizer file not found: {path}")
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # the Rust side raises a bare Exception
+        raise ValueError(f"not a valid tokenizers JSON file: {path}: {exc}") from exc
+
+
+def save_tokenizer(tok: Tokenizer, path) -> str:
+    """Write tokenizer.json atomically; return the sha256 hex of the bytes written."""
+    path = _tokenizer_path(path)
+    data = tok.to_str(pretty=True).encode("utf-8")  # same bytes as Tokenizer.save()
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def eos_id(tok: Tokenizer, eos_token: str = EOS_TOKEN) -> int:
+    tid = tok.token_to_id(eos_token)
+    if tid is None:
+        raise ValueError(f"EOS token {eos_token!r} is not in the tokenizer's vocabulary")
+    return int(tid)
+
+
+def encode_batch(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
+    """Encode documents (Rust-parallel) into np.uint32 id arrays, adding no special tokens.
+
+    Special-token text inside a document (a web page that literally contains "<|endoftext|>")
+    is encoded as ordinary bytes: otherwise it would become a real EOS in the middle of a
+    document and break the one-EOS-per-document invariant of the packed stream.
+    """
+    previous = tok.encode_special_tokens
+    tok.encode_special_tokens = True
+    try:
+        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # _fast skips offsets
+        encodings = encode(list(texts), add_special_tokens=False)
+    finally:
+        tok.encode_special_tokens = previous
+    return [np.asarray(e.ids, dtype=np.uint32) for e in encodings]
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 when every id fits (vocab_size <= 65535), else uint32."""
+    if vocab_size <= 0:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    if vocab_size <= np.iinfo(np.uint16).max:
+        return np.dtype(np.uint16)
+    if vocab_size <= np.iinfo(np.uint32).max:
+        return np.dtype(np.uint32)
+    raise ValueError(f"vocab_size {vocab_size} does not fit uint32 ids")

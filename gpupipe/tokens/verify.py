@@ -1,0 +1,269 @@
+"""`gpupipe verify`: recompute a shard directory and check it against its manifest.
+
+Each shard is read once, through np.memmap in fixed-size chunks (the corpus never sits in RAM),
+and every check on a chunk is a vectorized numpy call. Shards are scanned by a thread pool:
+hashlib and numpy release the GIL on large buffers. Besides the per-shard bookkeeping (size,
+tokens, sequences, sha256, EOS count, ids < vocab_size) it checks the seed-000 stream
+invariants: one EOS per document, no two adjacent EOS anywhere (across blocks and shards too),
+whole blocks only, and a remainder that is exactly stream_tokens mod seq_len.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .manifest import read_manifest
+from .packing import MANIFEST_FILE, SHARD_DTYPES, SHARD_RE, shard_dtype
+
+CHUNK_TOKENS = 1 << 22  # 4M tokens per memmap slice: big enough to amortize, small enough for RAM
+
+_INT_FIELDS = (
+    "seq_len", "vocab_size", "eos_id", "documents_packed", "stream_tokens", "sequences", "tokens",
+    "dropped_remainder_tokens", "dropped_remainder_eos",
+)
+_SHARD_INT_FIELDS = ("sequences", "tokens", "eos")
+
+
+@dataclass
+class _ShardScan:
+    """What one pass over a shard file found."""
+
+    problems: list[str] = field(default_factory=list)
+    readable: bool = False
+    eos: int = 0
+    first_is_eos: bool = False
+    last_is_eos: bool = False
+    tokens: int = 0
+
+
+def verify_shards(shard_dir) -> list[str]:
+    """Return one human-readable line per problem; an empty list means the shards are sound."""
+    shard_dir = os.fspath(shard_dir)
+    try:
+        m = read_manifest(shard_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        return [f"{MANIFEST_FILE}: {exc}"]
+    problems = _check_fields(m)
+    if problems:
+        return problems  # the remaining checks need well-typed fields
+    problems += _check_header(m)
+
+    shards = m["shards"]
+    workers = max(1, min(8, os.cpu_count() or 1, len(shards)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        scans = list(pool.map(lambda s: _scan_shard(shard_dir, s, m), shards))
+    for scan in scans:
+        problems += scan.problems
+    problems += _check_shard_boundaries(shards, scans)
+    problems += _check_stream(m, scans)
+    problems += _check_unlisted_files(shard_dir, shards)
+    problems += _check_tokenizer(shard_dir, m)
+    return problems
+
+
+# -- manifest fields ------------------------------------------------------------------------
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _check_fields(m: dict) -> list[str]:
+    problems = [f"{MANIFEST_FILE}: field {k!r} missing or not a non-negative integer"
+                for k in _INT_FIELDS if not _is_int(m.get(k))]
+    if m.get("dtype") not in SHARD_DTYPES:
+        problems.append(f"{MANIFEST_FILE}: dtype {m.get('dtype')!r} is not one of {SHARD_DTYPES}")
+    if not isinstance(m.get("tokens_per_source"), dict):
+        problems.append(f"{MANIFEST_FILE}: tokens_per_source missing or not an object")
+    shards = m.get("shards")
+    if not isinstance(shards, list):
+        return problems + [f"{MANIFEST_FILE}: shards missing or not a list"]
+    for i, s in enumerate(shards):
+        name = s.get("file") if isinstance(s, dict) else None
+        if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+            problems.append(f"{MANIFEST_FILE}: shards[{i}] has no plain file name: {name!r}")
+            continue
+        problems += [f"{name}: manifest field {k!r} missing or not a non-negative integer"
+                     for k in _SHARD_INT_FIELDS if not _is_int(s.get(k))]
+        if not isinstance(s.get("sha256"), str):
+            problems.append(f"{name}: manifest field 'sha256' missing")
+    if _is_int(m.get("seq_len")) and m["seq_len"] == 0:
+        problems.append(f"{MANIFEST_FILE}: seq_len is 0")
+    return problems
+
+
+def _check_header(m: dict) -> list[str]:
+    problems = []
+    if m["eos_id"] >= m["vocab_size"]:
+        problems.append(f"{MANIFEST_FILE}: eos_id {m['eos_id']} >= vocab_size {m['vocab_size']}")
+    if m["vocab_size"] - 1 > np.iinfo(m["dtype"]).max:
+        problems.append(f"{MANIFEST_FILE}: vocab_size {m['vocab_size']} does not fit dtype {m['dtype']}")
+    return problems
+
+
+# -- one shard ------------------------------------------------------------------------------
+
+
+def _scan_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
+    name, seq_len = entry["file"], m["seq_len"]
+    dtype = shard_dtype(m["dtype"])
+    scan = _ShardScan()
+    path = os.path.join(shard_dir, name)
+    if not os.path.isfile(path):
+        scan.problems.append(f"{name}: missing")
+        return scan
+    size = os.path.getsize(path)
+    block_bytes = seq_len * dtype.itemsize
+    if size % block_bytes:
+        scan.problems.append(f"{name}: size {size} bytes is not a whole number of "
+                             f"{seq_len}-token blocks ({block_bytes} bytes each)")
+    n = size // dtype.itemsize
+    if n != entry["tokens"]:
+        scan.problems.append(f"{name}: holds {n} tokens, manifest says {entry['tokens']}")
+    if entry["tokens"] != entry["sequences"] * seq_len:
+        scan.problems.append(f"{name}: manifest says {entry['sequences']} sequences but "
+                             f"{entry['tokens']} tokens (seq_len {seq_len})")
+
+    sha = _scan_tokens(path, n, dtype, m, scan, name)
+    _hash_trailing_bytes(path, n * dtype.itemsize, size, sha)
+    if sha.hexdigest() != entry["sha256"]:
+        scan.problems.append(f"{name}: sha256 mismatch (file {sha.hexdigest()}, manifest {entry['sha256']})")
+    if scan.eos != entry["eos"]:
+        scan.problems.append(f"{name}: {scan.eos} EOS tokens in the file, manifest says {entry['eos']}")
+    scan.readable, scan.tokens = True, n
+    return scan
+
+
+def _scan_tokens(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, name: str):
+    """One chunked pass: sha256, EOS positions, adjacent EOS, ids >= vocab_size."""
+    sha = hashlib.sha256()
+    if n == 0:
+        return sha
+    eos, vocab = m["eos_id"], m["vocab_size"]
+    mm = np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    prev_last_eos = False
+    adjacent, first_adjacent = 0, None
+    bad_ids, first_bad = 0, None
+    for start in range(0, n, CHUNK_TOKENS):
+        chunk = mm[start:start + CHUNK_TOKENS]
+        sha.update(chunk)
+        pos = np.flatnonzero(chunk == eos)  # EOS are sparse: work on their positions
+        scan.eos += pos.size
+        # adjacent EOS = consecutive positions, or an EOS at 0 right after the previous chunk's
+        pairs = pos[1:][np.diff(pos) == 1]
+        if prev_last_eos and pos.size and pos[0] == 0:
+            pairs = np.concatenate(([0], pairs))
+        if pairs.size:
+            adjacent += pairs.size
+            first_adjacent = first_adjacent if first_adjacent is not None else start + int(pairs[0])
+        if int(chunk.max()) >= vocab:
+            over = np.flatnonzero(chunk >= vocab)
+            bad_ids += over.size
+            first_bad = first_bad if first_bad is not None else start + int(over[0])
+        prev_last_eos = bool(chunk[-1] == eos)
+    scan.first_is_eos, scan.last_is_eos = bool(mm[0] == eos), prev_last_eos
+    del mm
+    if adjacent:
+        scan.problems.append(f"{name}: {adjacent} adjacent EOS pair(s), first EOS-after-EOS at token "
+                             f"{first_adjacent} (EOS used as padding or an empty document)")
+    if bad_ids:
+        scan.problems.append(f"{name}: {bad_ids} token id(s) >= vocab_size {vocab}, first at token {first_bad}")
+    return sha
+
+
+def _hash_trailing_bytes(path: str, start: int, size: int, sha) -> None:
+    """A file whose size is not a multiple of the item size still hashes all its bytes."""
+    if size > start:
+        with open(path, "rb") as f:
+            f.seek(start)
+            sha.update(f.read())
+
+
+# -- the stream as a whole ------------------------------------------------------------------
+
+
+def _check_shard_boundaries(shards: list[dict], scans: list[_ShardScan]) -> list[str]:
+    """An EOS ending one shard followed by an EOS starting the next (empty shards skipped)."""
+    problems, prev = [], None
+    for entry, scan in zip(shards, scans):
+        if not scan.readable or scan.tokens == 0:
+            prev = None if not scan.readable else prev
+            continue
+        if prev is not None and prev[1].last_is_eos and scan.first_is_eos:
+            problems.append(f"{entry['file']}: starts with EOS right after the EOS ending {prev[0]['file']}")
+        prev = (entry, scan)
+    return problems
+
+
+def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
+    problems = []
+    seq_len, shards = m["seq_len"], m["shards"]
+    dropped, dropped_eos = m["dropped_remainder_tokens"], m["dropped_remainder_eos"]
+    listed_tokens = sum(s["tokens"] for s in shards)
+    listed_sequences = sum(s["sequences"] for s in shards)
+
+    if m["tokens"] != listed_tokens:
+        problems.append(f"{MANIFEST_FILE}: tokens {m['tokens']} != sum over shards {listed_tokens}")
+    if m["sequences"] != listed_sequences:
+        problems.append(f"{MANIFEST_FILE}: sequences {m['sequences']} != sum over shards {listed_sequences}")
+    if m["stream_tokens"] != listed_tokens + dropped:
+        problems.append(f"{MANIFEST_FILE}: stream_tokens {m['stream_tokens']} != tokens in shards "
+                        f"{listed_tokens} + dropped_remainder_tokens {dropped}")
+    if dropped != m["stream_tokens"] % seq_len:
+        problems.append(f"{MANIFEST_FILE}: dropped_remainder_tokens {dropped} != stream_tokens "
+                        f"{m['stream_tokens']} mod seq_len {seq_len}")
+    if dropped_eos > dropped:
+        problems.append(f"{MANIFEST_FILE}: dropped_remainder_eos {dropped_eos} > dropped_remainder_tokens {dropped}")
+    per_source = sum(v for v in m["tokens_per_source"].values() if _is_int(v))
+    if per_source != m["stream_tokens"]:
+        problems.append(f"{MANIFEST_FILE}: tokens_per_source sums to {per_source}, stream_tokens is {m['stream_tokens']}")
+
+    if not all(s.readable for s in scans):
+        return problems  # the EOS accounting below needs every shard's content
+    counted = sum(s.eos for s in scans)
+    if counted + dropped_eos != m["documents_packed"]:
+        problems.append(f"{MANIFEST_FILE}: documents_packed {m['documents_packed']} != EOS in shards "
+                        f"{counted} + dropped_remainder_eos {dropped_eos}")
+    problems += _check_stream_ends(m, scans)
+    return problems
+
+
+def _check_stream_ends(m: dict, scans: list[_ShardScan]) -> list[str]:
+    """The stream starts with a document token and ends with an EOS (maybe in the remainder)."""
+    problems = []
+    nonempty = [(entry, s) for entry, s in zip(m["shards"], scans) if s.tokens]
+    if nonempty and nonempty[0][1].first_is_eos:
+        problems.append(f"{nonempty[0][0]['file']}: stream starts with EOS (an empty first document)")
+    if m["documents_packed"] == 0:
+        return problems
+    if m["dropped_remainder_tokens"]:
+        if m["dropped_remainder_eos"] == 0:
+            problems.append(f"{MANIFEST_FILE}: dropped remainder holds no EOS, yet the stream must end with one")
+    elif nonempty and not nonempty[-1][1].last_is_eos:
+        problems.append(f"{nonempty[-1][0]['file']}: stream does not end with EOS")
+    return problems
+
+
+def _check_unlisted_files(shard_dir: str, shards: list[dict]) -> list[str]:
+    listed = {s["file"] for s in shards}
+    return [f"{name}: shard file on disk but not in {MANIFEST_FILE}"
+            for name in sorted(os.listdir(shard_dir)) if SHARD_RE.match(name) and name not in listed]
+
+
+def _check_tokenizer(shard_dir: str, m: dict) -> list[str]:
+    """Check the tokenizer's sha256 when its file is reachable (relative to the shard dir or absolute)."""
+    name = m.get("tokenizer_file")
+    if not isinstance(name, str) or not name:
+        return []
+    path = os.path.join(shard_dir, name)  # an absolute name stays absolute
+    if not os.path.isfile(path):
+        return []  # shards may travel without their tokenizer; nothing to compare
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()  # tokenizer files are small
+    if digest != m.get("tokenizer_sha256"):
+        return [f"{name}: tokenizer sha256 {digest} != manifest tokenizer_sha256 {m.get('tokenizer_sha256')}"]
+    return []

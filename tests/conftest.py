@@ -1,0 +1,43 @@
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupipe.backend import gpu_status
+
+
+def pytest_collection_modifyitems(config, items):
+    ok, why = gpu_status()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"no CUDA device: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def synth_crawl(tmp_path_factory) -> dict:
+    """A small synthetic crawl (real .warc.gz + ground truth), made once per test session."""
+    from gpupipe.synth import write_synthetic_crawl
+
+    out = tmp_path_factory.mktemp("crawl") / "crawl.warc.gz"
+    return write_synthetic_crawl(out, docs=120, seed=7)
+
+
+def write_config(path: Path, **overrides) -> Path:
+    """configs/default.yaml with top-level keys replaced: a test's own config on disk."""
+    cfg = yaml.safe_load(Path(__file__).parent.parent.joinpath("configs/default.yaml").read_text())
+    cfg.update(overrides)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path, synth_crawl):
+    def make(**overrides) -> Path:
+        overrides.setdefault("input", {"path": synth_crawl["warc"]})
+        overrides.setdefault("output", str(tmp_path / "run"))
+        return write_config(tmp_path / f"config-{len(list(tmp_path.glob('config-*')))}.yaml", **overrides)
+    return make
