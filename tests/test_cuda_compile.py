@@ -1,0 +1,26 @@
+"""Every kernels/*.cu compiles with nvcc for Hopper (sm_90), where nvcc is installed."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+SOURCES = sorted(KERNELS.glob("*.cu"))
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
+def test_cuda_source_compiles(source, tmp_path):
+    cmd = [NVCC, "-std=c++17", "-arch=sm_90", f"-I{KERNELS}", "-c", str(source),
+           "-o", str(tmp_path / (source.stem + ".o"))]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(cmd)}\n{result.stdout}\n{result.stderr}"
+    # warnings are how mistakes in device code usually show up first
+    assert "warning" not in result.stderr.lower(), result.stderr
+
+
+def test_there_is_something_to_compile():
+    assert SOURCES, f"no .cu files under {KERNELS}"

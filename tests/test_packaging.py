@@ -1,0 +1,30 @@
+"""The built wheel carries the CUDA sources under gpupipe/kernels and the console script."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_has_kernels_and_cuda_sources(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    wheel = next(tmp_path.glob("gpupipe-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    cu = {Path(n).name for n in names if n.startswith("gpupipe/kernels/") and n.endswith((".cu", ".cuh"))}
+    assert cu == {p.name for p in (ROOT / "kernels").glob("*.cu*")} and cu
+    assert "gpupipe/kernels/text_hash.py" in names
+    assert not any(n.startswith("kernels/") for n in names), "kernels must install as gpupipe.kernels only"
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "gpupipe = gpupipe.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_torch_is_not_imported_by_the_pipeline():
+    code = "import sys, gpupipe.cli, gpupipe.run.pipeline, gpupipe.stages; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "False"
