@@ -107,6 +107,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_minhash_params(args: argparse.Namespace) -> int:
+    from gpupipe.stages.lsh import format_params_report, optimal_params
+
+    if args.bands and args.rows:
+        bands, rows = args.bands, args.rows
+    else:
+        bands, rows = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+    console.print(format_params_report(args.threshold, args.num_perm, bands, rows), highlight=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpupipe", description="Web crawl → curated documents → packed token shards.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -134,6 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Recompute every shard's sha256 and token count and check the packing invariants; exit 1 on a mismatch."))
     v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
     v.set_defaults(fn=cmd_verify)
+
+    m = sub.add_parser("minhash-params", help="choose LSH bands x rows for a Jaccard threshold", description=(
+        "Choose bands x rows minimising the weighted false-positive + false-negative areas under the LSH S-curve "
+        "1-(1-s^r)^b, and print the candidate probability at a few similarities."))
+    m.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity threshold (default 0.8)")
+    m.add_argument("--num-perm", dest="num_perm", type=int, default=128, help="MinHash permutations (default 128)")
+    m.add_argument("--fp-weight", dest="fp_weight", type=float, default=0.5)
+    m.add_argument("--fn-weight", dest="fn_weight", type=float, default=0.5)
+    m.add_argument("--bands", type=int, help="evaluate these bands (with --rows) instead of choosing")
+    m.add_argument("--rows", type=int)
+    m.set_defaults(fn=cmd_minhash_params)
     return p
 
 

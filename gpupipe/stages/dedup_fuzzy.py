@@ -1,0 +1,386 @@
+"""Near-duplicate removal: MinHash signatures → LSH band buckets → candidate edges → (exact Jaccard check) →
+connected components → one document kept per cluster.
+
+Phases on the executor (see global_stage.py for the exchange pattern):
+  sign    per partition: signatures (MinHash kernel, CUDA or its numba twin) reduced at once to one 64-bit hash per
+          band; only band hashes and the priority columns leave the partition (8 bytes × bands per document).
+  route   per partition and band group: (band, hash, doc) rows routed to buckets by hash.
+  edges   per bucket: documents sharing a (band, hash) bucket become a star of edges to the bucket's first doc.
+  verify  optional: shingle sets of the candidate documents only, true Jaccard per edge, edges below threshold cut.
+  cluster in the driver: union-find over the edges. Memory is bounded by the candidate documents (those with at
+          least one edge), not the corpus: 16 bytes per edge plus the shingle sets when verifying.
+  apply   per partition: drop every non-keeper, counted as `near_duplicate`.
+Every decision uses hashes, priority columns and `doc_index`, so results do not depend on partitioning, bucket
+count or backend.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numba import njit
+
+from gpupipe.config import Strict
+from gpupipe.io.parts import read_part, write_part
+from gpupipe.nvtx_ranges import annotate
+from gpupipe.stages.base import StageJob, StageStats, worker_stage
+from gpupipe.stages.global_stage import GlobalStage, apply_task
+
+CJK_SCRIPT = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
+SIZE_BINS = [(2, 2), (3, 5), (6, 10), (11, 100), (101, None)]
+
+
+class FuzzyDedupConfig(Strict):
+    num_perm: int = 128
+    word_k: int = 5                 # seed 002: 5-word shingles
+    char_k: int = 3                 # seed 002: 3-character shingles for Chinese (ngram_size_zh)
+    threshold: float = 0.8
+    bands: int | None = None        # bands × rows given, or chosen from the threshold (FP/FN areas)
+    rows: int | None = None
+    # Recall-leaning (12 x 10 at 0.8 / 128): the exact Jaccard check below removes the extra candidates this
+    # admits. Without `verify`, datasketch's equal weights (9 x 13, seed 002's choice) are the usual pick.
+    fp_weight: float = 0.2
+    fn_weight: float = 0.8
+    cjk_langs: list[str] = ["zh", "ja", "ko"]   # `lang` values shingled by characters
+    verify: bool = True             # cut candidate pairs whose true shingle Jaccard is below threshold
+    priority: list[str] = []        # columns deciding the keeper ("-col" = largest first); then input order
+    band_groups: int = 1            # exchange the bands in this many rounds (bounds the exchange on disk)
+    sample_clusters: int = 20       # clusters written side by side to clusters_sample.jsonl for review
+
+
+def lsh_shape(cfg: FuzzyDedupConfig) -> tuple[int, int]:
+    if cfg.bands and cfg.rows:
+        if cfg.bands * cfg.rows > cfg.num_perm:
+            raise ValueError(f"fuzzy_dedup: bands × rows = {cfg.bands * cfg.rows} exceeds num_perm {cfg.num_perm}")
+        return cfg.bands, cfg.rows
+    from gpupipe.stages.lsh import optimal_params
+
+    return optimal_params(cfg.threshold, cfg.num_perm, cfg.fp_weight, cfg.fn_weight)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pure functions: used by the stage's phases and by find_duplicates (in memory, for tests and benchmarks).
+# ---------------------------------------------------------------------------------------------------------------
+
+def cjk_mask(df: pd.DataFrame, cjk_langs: list[str]) -> np.ndarray:
+    """1 where a document is shingled by characters: by its `lang`, or by script when there is no `lang`."""
+    if "lang" in df.columns:
+        return df["lang"].isin(cjk_langs).to_numpy(np.uint8)
+    import pyarrow.compute as pc
+
+    arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
+    cjk = pc.count_substring_regex(arr, CJK_SCRIPT).to_numpy(zero_copy_only=False)
+    chars = np.maximum(pc.utf8_length(arr).to_numpy(zero_copy_only=False), 1)
+    return (cjk / chars > 0.3).astype(np.uint8)
+
+
+def signatures(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str) -> np.ndarray:
+    from gpupipe.kernels.minhash import minhash
+
+    texts = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
+    return minhash(texts, cjk_mask(df, cfg.cjk_langs), num_perm=cfg.num_perm, seed=seed, word_k=cfg.word_k,
+                   char_k=cfg.char_k, device=device)
+
+
+@njit(cache=True)
+def _band_hashes(sig, bands, rows, out):
+    # FNV-style fold of the band's rows followed by a splitmix64 finaliser: a 64-bit key per band. Two bands
+    # collide by accident with probability ~2^-64, far below LSH's own false-positive rate.
+    for i in range(sig.shape[0]):
+        for b in range(bands):
+            h = np.uint64(0xCBF29CE484222325) ^ np.uint64(b)
+            for r in range(rows):
+                h = (h ^ sig[i, b * rows + r]) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(30)
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(27)
+            h *= np.uint64(0x94D049BB133111EB)
+            h ^= h >> np.uint64(31)
+            out[i, b] = h
+
+
+def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    out = np.empty((sig.shape[0], bands), dtype=np.uint64)
+    if len(sig):
+        _band_hashes(np.ascontiguousarray(sig, dtype=np.uint64), bands, rows, out)
+    return out
+
+
+def star_edges(keys: pd.DataFrame) -> pd.DataFrame:
+    """Rows (band, hash, doc_index) → edges from every doc of a (band, hash) bucket to its first doc."""
+    keys = keys.sort_values(["band", "hash", "doc_index"], kind="stable")
+    first = keys.groupby(["band", "hash"], sort=False)["doc_index"].transform("first")
+    e = pd.DataFrame({"u": first.to_numpy(), "v": keys["doc_index"].to_numpy()})
+    return e[e["u"] != e["v"]].drop_duplicates()
+
+
+@njit(cache=True)
+def _jaccard(flat, offsets, ia, ib, out):
+    # Sorted-unique shingle sets: merge-count the intersection of each pair.
+    for e in range(ia.shape[0]):
+        a0, a1 = offsets[ia[e]], offsets[ia[e] + 1]
+        b0, b1 = offsets[ib[e]], offsets[ib[e] + 1]
+        i, j, inter = a0, b0, 0
+        while i < a1 and j < b1:
+            if flat[i] == flat[j]:
+                inter += 1
+                i += 1
+                j += 1
+            elif flat[i] < flat[j]:
+                i += 1
+            else:
+                j += 1
+        union = (a1 - a0) + (b1 - b0) - inter
+        out[e] = inter / union if union > 0 else 1.0
+
+
+def shingle_sets(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> pd.DataFrame:
+    """doc_index → sorted unique 64-bit shingle hashes (the true sets the MinHash estimates)."""
+    from gpupipe.kernels.minhash import shingle_hashes_cpu
+    from gpupipe.kernels.text_hash import arrow_buffers
+
+    data, offsets = arrow_buffers(pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null(""))
+    flat, offs = shingle_hashes_cpu(data, offsets, cjk_mask(df, cfg.cjk_langs), cfg.word_k, cfg.char_k)
+    sets = [np.unique(flat[offs[i]:offs[i + 1]]) for i in range(len(df))]
+    return pd.DataFrame({"doc_index": df["doc_index"].to_numpy(), "shingles": sets})
+
+
+def verify_edges(edges: pd.DataFrame, sets: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Keep the edges whose shingle-set Jaccard reaches the threshold; adds a `jaccard` column."""
+    if edges.empty:
+        return edges.assign(jaccard=np.array([], dtype=np.float64))
+    pos = pd.Series(np.arange(len(sets)), index=sets["doc_index"].to_numpy())
+    lengths = np.array([len(s) for s in sets["shingles"]], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    flat = np.concatenate(list(sets["shingles"])) if len(sets) else np.array([], np.uint64)
+    jac = np.empty(len(edges), dtype=np.float64)
+    _jaccard(flat.astype(np.uint64), offsets, pos[edges["u"]].to_numpy(), pos[edges["v"]].to_numpy(), jac)
+    return edges.assign(jaccard=jac)[jac >= threshold]
+
+
+@njit(cache=True)
+def _union_find(n, u, v):
+    parent = np.arange(n)
+    for e in range(u.shape[0]):
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            if a < b:
+                parent[b] = a
+            else:
+                parent[a] = b
+    for i in range(n):  # flatten: every node points at its root (the smallest node of the component)
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
+def connected_components(edges: pd.DataFrame) -> pd.DataFrame:
+    """Edges (u, v) over doc_index → (doc_index, cluster) for every doc on an edge; cluster = smallest doc_index."""
+    if edges.empty:
+        return pd.DataFrame({"doc_index": np.array([], np.int64), "cluster": np.array([], np.int64)})
+    nodes, inv = np.unique(np.concatenate([edges["u"].to_numpy(), edges["v"].to_numpy()]), return_inverse=True)
+    root = _union_find(len(nodes), inv[: len(edges)].astype(np.int64), inv[len(edges):].astype(np.int64))
+    return pd.DataFrame({"doc_index": nodes.astype(np.int64), "cluster": nodes[root].astype(np.int64)})
+
+
+def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
+    """members: doc_index, cluster and the priority columns → adds `keep` (one True per cluster)."""
+    cols = [p.lstrip("-") for p in priority]
+    missing = [c for c in cols if c not in members.columns]
+    if missing:
+        raise KeyError(f"fuzzy_dedup priority names columns the documents lack: {missing}")
+    order = members.sort_values(["cluster", *cols, "doc_index"],
+                                ascending=[True, *[not p.startswith("-") for p in priority], True], kind="stable")
+    keep = ~order.duplicated("cluster", keep="first")
+    return members.assign(keep=keep.reindex(members.index))
+
+
+def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> pd.DataFrame:
+    out = pd.DataFrame({"doc_index": df["doc_index"].to_numpy(np.int64),
+                        "length": pa.array(df["text"], type=pa.large_string(), from_pandas=True)
+                        .fill_null("").to_pandas().str.len().to_numpy(np.int64)})
+    for p in cfg.priority:
+        col = p.lstrip("-")
+        if col != "length":
+            if col not in df.columns:
+                raise KeyError(f"fuzzy_dedup priority column '{col}' is not in the documents "
+                               f"(columns: {', '.join(df.columns)})")
+            out[col] = df[col].to_numpy()
+    return out
+
+
+def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
+    """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
+    bands, rows = lsh_shape(cfg)
+    bh = band_hashes(signatures(df, cfg, seed, device), bands, rows)
+    doc = df["doc_index"].to_numpy(np.int64)
+    keys = pd.DataFrame({"band": np.repeat(np.arange(bands), len(df)), "hash": bh.T.reshape(-1),
+                         "doc_index": np.tile(doc, bands)})
+    edges = star_edges(keys)
+    if cfg.verify and len(edges):
+        cand = df[df["doc_index"].isin(np.union1d(edges["u"], edges["v"]))]
+        edges = verify_edges(edges, shingle_sets(cand, cfg), cfg.threshold)
+    members = connected_components(edges).merge(_priority_frame(df, cfg), on="doc_index")
+    return choose_keepers(members, cfg.priority)[["doc_index", "cluster", "keep"]]
+
+
+def cluster_size_histogram(members: pd.DataFrame) -> dict[str, int]:
+    sizes = members.groupby("cluster").size()
+    hist = {}
+    for lo, hi in SIZE_BINS:
+        label = f"{lo}" if lo == hi else (f"{lo}-{hi}" if hi else f">{lo - 1}")
+        hist[label] = int(((sizes >= lo) & (sizes <= (hi or np.iinfo(np.int64).max))).sum())
+    return hist
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The stage
+# ---------------------------------------------------------------------------------------------------------------
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+class FuzzyDedup(GlobalStage):
+    name = "fuzzy_dedup"
+    Config = FuzzyDedupConfig
+
+    def execute(self, job: StageJob) -> StageStats:
+        cfg, n, ex, spec = self.config, len(job.inputs), job.executor, self.spec()
+        bands, rows = lsh_shape(cfg)
+        work = job.out_dir / "_exchange"
+        parts = list(range(n))
+        peaks = ex.map(sign_task, [spec] * n, parts, job.inputs, [work] * n, [bands] * n, [rows] * n)
+        groups = [list(g) for g in np.array_split(np.arange(bands), min(cfg.band_groups, bands))]
+        edge_files: list[str] = []
+        for g, group in enumerate(groups):
+            gdir = work / f"group-{g:03d}"
+            b = job.ctx.shuffle_buckets
+            peaks += ex.map(route_task, [spec] * n, parts, [work] * n, [gdir] * n, [group] * n, [b] * n)
+            edge_files += [f for f in ex.map(edges_task, [spec] * b, list(range(b)), [gdir] * b) if f]
+        edges = (pd.concat([read_part(f) for f in edge_files], ignore_index=True).drop_duplicates()
+                 if edge_files else pd.DataFrame({"u": np.array([], np.int64), "v": np.array([], np.int64)}))
+        extra = Counter({"bands": bands, "rows": rows, "candidate_edges": len(edges)})
+        if cfg.verify and len(edges):
+            cand = np.union1d(edges["u"], edges["v"])
+            set_files = ex.map(shingles_task, [spec] * n, parts, job.inputs, [work] * n, [cand] * n)
+            sets = pd.concat([read_part(f) for f in set_files if f], ignore_index=True)
+            edges = verify_edges(edges, sets, cfg.threshold)
+            extra["verified_edges"] = len(edges)
+        members = connected_components(edges)
+        if len(members):
+            cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
+                                                     if c != "length"]]
+            docs = pd.concat([pd.read_parquet(work / "bands" / f"part-{p:06d}.parquet", columns=cols) for p in parts],
+                             ignore_index=True)
+            members = choose_keepers(members.merge(docs, on="doc_index"), cfg.priority)
+            for part, grp in members[~members["keep"]].groupby("part"):
+                write_part(grp[["doc_index"]].assign(reason="near_duplicate").reset_index(drop=True),
+                           work / f"removals-p{int(part):06d}" / "bucket-00000.parquet")
+        results = ex.map(apply_task, [spec] * n, parts, job.inputs, [job.out_dir] * n, [work] * n,
+                         progress=job.progress)
+        total = StageStats()
+        for r in results:
+            total.merge(StageStats.from_dict(r))
+        clusters = members["cluster"].nunique() if len(members) else 0
+        extra.update({"clusters": clusters, "duplicates_removed": int((~members["keep"]).sum()) if len(members)
+                      else 0})
+        extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()} if len(members)
+                     else {})
+        total.extra = extra
+        total.extra["peak_rss_mb_max_worker"] = round(max(peaks, default=0.0), 1)
+        if len(members):
+            self._write_sample(job, members, ex)
+        shutil.rmtree(work, ignore_errors=True)
+        return total
+
+    def _write_sample(self, job: StageJob, members: pd.DataFrame, ex) -> None:
+        """clusters_sample.jsonl: for a seeded sample of clusters, the kept text beside the removed ones."""
+        rng = np.random.default_rng(job.ctx.seed)
+        ids = np.sort(members["cluster"].unique())
+        chosen = np.sort(rng.choice(ids, size=min(self.config.sample_clusters, len(ids)), replace=False))
+        wanted = members[members["cluster"].isin(chosen)]
+        n = len(job.inputs)
+        texts = pd.concat(ex.map(texts_task, job.inputs, [wanted["doc_index"].to_numpy()] * n), ignore_index=True)
+        wanted = wanted.merge(texts, on="doc_index")
+        with open(job.out_dir / "clusters_sample.jsonl", "w", encoding="utf-8") as f:
+            for cluster, grp in wanted.groupby("cluster"):
+                kept = grp[grp["keep"]].iloc[0]
+                f.write(json.dumps({"cluster": int(cluster), "kept": {"id": kept["id"], "text": kept["text"][:2000]},
+                                    "removed": [{"id": r["id"], "text": r["text"][:2000]}
+                                                for _, r in grp[~grp["keep"]].iterrows()]},
+                                   ensure_ascii=False) + "\n")
+
+
+def sign_task(spec, part: int, in_path: Path, work: Path, bands: int, rows: int) -> float:
+    stage = worker_stage(spec)
+    with annotate("gpupipe/fuzzy_dedup/sign"):
+        df = read_part(in_path)
+        bh = band_hashes(signatures(df, stage.config, stage.ctx.seed, stage.ctx.device), bands, rows)
+        out = _priority_frame(df, stage.config).assign(part=np.int64(part))
+        for b in range(bands):
+            out[f"b{b}"] = bh[:, b]
+        write_part(out, Path(work) / "bands" / f"part-{part:06d}.parquet")
+    return _peak_rss_mb()
+
+
+def route_task(spec, part: int, work: Path, gdir: Path, group: list[int], buckets: int) -> float:
+    bands = read_part(Path(work) / "bands" / f"part-{part:06d}.parquet")
+    doc = bands["doc_index"].to_numpy(np.int64)
+    keys = pd.DataFrame({"band": np.repeat(np.asarray(group, np.int64), len(bands)),
+                         "hash": np.concatenate([bands[f"b{b}"].to_numpy(np.uint64) for b in group])
+                         if len(group) else np.array([], np.uint64),
+                         "doc_index": np.tile(doc, len(group))})
+    route = (keys["hash"].to_numpy(np.uint64) % np.uint64(buckets)).astype(np.int64)
+    for j, grp in keys.groupby(route, sort=True):
+        write_part(grp.reset_index(drop=True), Path(gdir) / f"keys-b{j:05d}" / f"part-{part:06d}.parquet")
+    return _peak_rss_mb()
+
+
+def edges_task(spec, bucket: int, gdir: Path) -> str | None:
+    files = sorted((Path(gdir) / f"keys-b{bucket:05d}").glob("part-*.parquet"))
+    if not files:
+        return None
+    edges = star_edges(pd.concat([read_part(f) for f in files], ignore_index=True))
+    if edges.empty:
+        return None
+    out = Path(gdir) / "edges" / f"bucket-{bucket:05d}.parquet"
+    write_part(edges.reset_index(drop=True), out)
+    return str(out)
+
+
+def shingles_task(spec, part: int, in_path: Path, work: Path, candidates: np.ndarray) -> str | None:
+    stage = worker_stage(spec)
+    df = read_part(in_path)
+    df = df[df["doc_index"].isin(candidates)]
+    if df.empty:
+        return None
+    sets = shingle_sets(df, stage.config)
+    out = Path(work) / "shingles" / f"part-{part:06d}.parquet"
+    write_part(sets, out)
+    return str(out)
+
+
+def texts_task(in_path: Path, wanted: np.ndarray) -> pd.DataFrame:
+    df = pd.read_parquet(in_path, columns=["id", "doc_index", "text"])
+    return df[df["doc_index"].isin(wanted)]
+
+
+__all__ = ["FuzzyDedup", "FuzzyDedupConfig", "find_duplicates", "connected_components", "star_edges",
+           "band_hashes", "verify_edges", "choose_keepers", "lsh_shape"]

@@ -1,0 +1,101 @@
+"""Near dedup: clustering pieces, ground-truth quality on the synthetic crawl, and partition independence."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gpupipe.cli import main
+from gpupipe.io.parts import part_paths
+from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
+                                        star_edges)
+
+
+def test_star_edges_and_components():
+    keys = pd.DataFrame({"band": [0, 0, 0, 1, 1, 1, 2], "hash": [5, 5, 9, 7, 7, 3, 4],
+                         "doc_index": [30, 10, 20, 20, 40, 50, 60]})
+    edges = star_edges(keys)
+    assert sorted(map(tuple, edges[["u", "v"]].to_numpy())) == [(10, 30), (20, 40)]
+    edges = pd.concat([edges, pd.DataFrame({"u": [40], "v": [70]})])
+    cc = connected_components(edges).set_index("doc_index")["cluster"].to_dict()
+    assert cc == {10: 10, 30: 10, 20: 20, 40: 20, 70: 20}
+
+
+def test_keeper_priority_then_input_order():
+    m = pd.DataFrame({"doc_index": [1, 2, 3, 4], "cluster": [1, 1, 1, 4], "q": [0.5, 0.9, 0.9, 0.1],
+                      "length": [10, 5, 50, 7]})
+    assert choose_keepers(m, [])["keep"].tolist() == [True, False, False, True]
+    assert choose_keepers(m, ["-q"])["keep"].tolist() == [False, True, False, True]
+    assert choose_keepers(m, ["-q", "-length"])["keep"].tolist() == [False, False, True, True]
+    with pytest.raises(KeyError, match="nope"):
+        choose_keepers(m, ["nope"])
+
+
+def _article(rng, words, n=120):
+    return " ".join(rng.choice(words, size=n))
+
+
+def test_find_duplicates_on_edited_copies():
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)])
+    base = [_article(rng, words) for _ in range(30)]
+    edited = []
+    for t in base[:10]:
+        toks = t.split()
+        toks[60] = "changed"
+        edited.append(" ".join(toks))
+    texts = base + edited + ["短文本测试内容，这是中文的一段话，用于检验字符级别的切分。" * 3] * 2
+    df = pd.DataFrame({"text": texts, "doc_index": np.arange(len(texts), dtype=np.int64),
+                       "lang": ["en"] * 40 + ["zh", "zh"]})
+    res = find_duplicates(df, FuzzyDedupConfig(threshold=0.8), seed=1)
+    removed = set(res.loc[~res["keep"], "doc_index"])
+    assert removed == set(range(30, 40)) | {41}
+    assert set(res.loc[res["keep"], "doc_index"]) == set(range(10)) | {40}
+
+
+def _run(tmp: Path, name: str, crawl: dict, partition_docs: int, kind: str = "local", workers: int = 1) -> Path:
+    cfg = {"input": {"path": crawl["warc"]}, "output": str(tmp / name), "device": "cpu",
+           "executor": {"kind": kind, "workers": workers, "partition_docs": partition_docs, "shuffle_buckets": 3},
+           "stages": [{"extract": {}}, {"normalize": {}}, {"langid": {}}, {"exact_dedup": {}},
+                      {"fuzzy_dedup": {"threshold": 0.8}}]}
+    (tmp / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp / f"{name}.yaml")]) == 0
+    return tmp / name
+
+
+def _removed(run: Path) -> set:
+    rej = sorted((run / "stages" / "05-fuzzy_dedup" / "rejects").glob("*.parquet"))
+    return set(pd.concat([pd.read_parquet(p) for p in rej])["id"]) if rej else set()
+
+
+@pytest.fixture(scope="module")
+def fuzzy_run(tmp_path_factory, synth_crawl):
+    tmp = tmp_path_factory.mktemp("fuzzy")
+    return _run(tmp, "ref", synth_crawl, partition_docs=40)
+
+
+def test_ground_truth_precision_recall(fuzzy_run, synth_crawl):
+    truth = {t["record_id"]: t for t in map(json.loads, open(synth_crawl["truth"], encoding="utf-8"))}
+    entered = set(pd.concat([pd.read_parquet(p, columns=["id"])
+                             for p in part_paths(fuzzy_run / "stages" / "04-exact_dedup")])["id"])
+    planted = {i for i in entered if truth[i]["kind"] == "near_duplicate" and truth[i]["duplicate_of"] in entered}
+    removed = _removed(fuzzy_run)
+    assert planted, "the synthetic crawl should carry near duplicates"
+    tp = len(removed & planted)
+    assert tp / len(removed) >= 0.95, f"precision {tp}/{len(removed)}"
+    assert tp / len(planted) >= 0.95, f"recall {tp}/{len(planted)}"
+    stats = json.loads((fuzzy_run / "stages" / "05-fuzzy_dedup" / "stats.json").read_text())
+    assert stats["removed"] == {"near_duplicate": len(removed)}
+    assert stats["extra"]["clusters"] >= 1 and stats["extra"]["peak_rss_mb_max_worker"] > 0
+    sample = [json.loads(l) for l in open(fuzzy_run / "stages" / "05-fuzzy_dedup" / "clusters_sample.jsonl")]
+    assert sample and all(s["kept"]["text"] and s["removed"] for s in sample)
+
+
+@pytest.mark.slow
+def test_same_removals_whatever_workers_and_partitions(fuzzy_run, synth_crawl, tmp_path):
+    ref = _removed(fuzzy_run)
+    assert _removed(_run(tmp_path, "small", synth_crawl, partition_docs=7)) == ref
+    assert _removed(_run(tmp_path, "dask2", synth_crawl, partition_docs=25, kind="dask", workers=2)) == ref
