@@ -1,0 +1,113 @@
+"""Directory-of-HTML reader: one document or Rejected per ``*.html``/``*.htm``/``*.html.gz`` file.
+
+Files are visited in sorted relative-path order so ids and positions are deterministic;
+the id is the relative path (``/``-separated) and the position the index in that order.
+"""
+from __future__ import annotations
+
+import gzip
+import html as htmllib
+import os
+import re
+import zlib
+from typing import Iterator
+
+from .readers import DecodeError, Item, Rejected, ReaderError, decode_html
+
+SUFFIXES = (".html", ".htm", ".html.gz")
+MAX_FILE = 256 << 20  # larger files are rejected unread (and gzip bombs are bounded)
+_URL_SCAN = 64 << 10  # canonical/og:url live in <head>; don't regex whole pages
+
+_TAG = re.compile(r"<(link|meta)\b([^>]*)>", re.I)
+_ATTR = re.compile(r"""([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+
+
+def iter_html_dir(path) -> Iterator[Item]:
+    """Yield a document dict or Rejected for every HTML file under directory ``path``."""
+    root = os.fspath(path)
+    if not os.path.isdir(root):
+        raise ReaderError(f"cannot open input {root!r}: not a directory")
+    try:
+        os.listdir(root)
+    except OSError as e:
+        raise ReaderError(f"cannot open input {root!r}: {e.strerror or e}") from e
+    return _items(root, _html_files(root))
+
+
+def _html_files(root: str) -> list[str]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in filenames:
+            if fn.lower().endswith(SUFFIXES):
+                found.append(os.path.relpath(os.path.join(dirpath, fn), root).replace(os.sep, "/"))
+    return sorted(found)
+
+
+def _items(root: str, files: list[str]) -> Iterator[Item]:
+    for index, rel in enumerate(files):
+        try:
+            yield _document(os.path.join(root, rel), rel)
+        except _Reject as e:
+            yield Rejected(e.reason, f"{os.path.join(root, rel)} (file #{index}): {e}", index)
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _document(full: str, rel: str) -> dict:
+    body = _read(full)
+    if not body.strip():
+        raise _Reject("missing_text", "empty HTML file")
+    try:
+        text, charset = decode_html(body)
+    except DecodeError as e:
+        raise _Reject("decode_error", str(e)) from None
+    return {"id": rel, "url": canonical_url(text), "html": text, "charset": charset}
+
+
+def _read(full: str) -> bytes:
+    try:
+        if os.path.getsize(full) > MAX_FILE:
+            raise _Reject("unreadable_record", f"file larger than {MAX_FILE} bytes")
+        with open(full, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise _Reject("unreadable_record", f"cannot read file: {e.strerror or e}") from None
+    if not full.lower().endswith(".gz"):
+        return raw
+    try:
+        d = zlib.decompressobj(47)  # gzip (or zlib) header; one member is what gzip tools write
+        out = d.decompress(raw, MAX_FILE + 1)
+        if not d.eof and len(out) <= MAX_FILE:
+            raise _Reject("unreadable_record", "gzip stream cut off")
+    except zlib.error as e:
+        raise _Reject("unreadable_record", f"corrupt gzip data: {e}") from None
+    if len(out) > MAX_FILE:
+        raise _Reject("unreadable_record", f"decompresses to more than {MAX_FILE} bytes")
+    if d.unused_data.startswith(b"\x1f\x8b"):  # rare multi-member file: let gzip handle it
+        try:
+            out = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise _Reject("unreadable_record", f"corrupt gzip data: {e}") from None
+    return out
+
+
+def canonical_url(text: str) -> str | None:
+    """URL from <link rel="canonical"> or <meta property="og:url">, else None."""
+    for m in _TAG.finditer(text, 0, _URL_SCAN):
+        attrs = {k.lower(): dq or sq or bare for k, dq, sq, bare in _ATTR.findall(m.group(2))}
+        tag = m.group(1).lower()
+        if tag == "link" and "canonical" in attrs.get("rel", "").lower().split():
+            url = attrs.get("href", "")
+        elif tag == "meta" and attrs.get("property", attrs.get("name", "")).lower() == "og:url":
+            url = attrs.get("content", "")
+        else:
+            continue
+        url = htmllib.unescape(url).strip()
+        if url:
+            return url
+    return None

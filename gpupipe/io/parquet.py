@@ -1,0 +1,74 @@
+"""Parquet reader: one document or Rejected per row.
+
+Row groups are read one at a time so a corrupt one costs only its own rows: each of its
+rows not yet yielded becomes an ``unreadable_record`` (the count comes from the footer
+metadata), and reading continues with the next row group.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from .readers import IdAllocator, Item, Rejected, ReaderError, open_binary, own_id, text_document
+
+BATCH_ROWS = 4096  # bounds memory: a batch of long documents can be large
+
+
+def iter_parquet(path, text_field: str = "text") -> Iterator[Item]:
+    """Yield a document dict or Rejected for every row of a Parquet file."""
+    import pyarrow.parquet as pq
+
+    open_binary(path).close()  # a missing/unreadable file gets the same message as other formats
+    try:
+        pf = pq.ParquetFile(os.fspath(path))
+    except Exception as e:  # ArrowInvalid for "not a parquet file", OSError, ...
+        raise ReaderError(f"cannot open {os.fspath(path)!r} as Parquet: {e}") from e
+    return _items(pf, os.fspath(path), text_field)
+
+
+def _items(pf, path: str, text_field: str) -> Iterator[Item]:
+    ids, name, row = IdAllocator(), os.path.basename(path), 0
+    with pf:
+        for rg in range(pf.metadata.num_row_groups):
+            expected = pf.metadata.row_group(rg).num_rows
+            done = 0
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg])
+            while True:
+                try:
+                    batch = next(batches, None)
+                    rows = _rows(batch) if batch is not None else None
+                except Exception as e:  # corrupt pages, bad encodings, invalid UTF-8 in strings
+                    yield from _lost_rows(path, rg, row + done, expected - done, e)
+                    break
+                if rows is None:
+                    break
+                for record in rows:
+                    yield _item(record, row + done, path, name, ids, text_field)
+                    done += 1
+            row += max(done, expected)
+
+
+def _rows(batch) -> list[dict]:
+    columns = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+    return [{k: col[j] for k, col in columns.items()} for j in range(batch.num_rows)]
+
+
+def _lost_rows(path: str, rg: int, first_row: int, count: int, err: Exception) -> Iterator[Rejected]:
+    detail = f"row group {rg} unreadable ({type(err).__name__}: {str(err)[:200]})"
+    for k in range(max(count, 1)):  # one per row when the footer tells us how many
+        yield Rejected("unreadable_record", f"{path} row {first_row + k}: {detail}", first_row + k)
+
+
+def _item(record: dict, row: int, path: str, name: str, ids: IdAllocator, text_field: str) -> Item:
+    text = record.get(text_field)
+    if isinstance(text, (bytes, bytearray)):  # a binary text column
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Rejected("decode_error", f"{path} row {row}: field {text_field!r} is not valid UTF-8 "
+                                            f"(byte {e.start})", row)
+    if not isinstance(text, str) or not text.strip():
+        what = "empty" if isinstance(text, str) else "missing" if text is None else type(text).__name__
+        return Rejected("missing_text", f"{path} row {row}: field {text_field!r} is {what}", row)
+    rid = ids.claim(own_id(record.get("id")), f"{name}:{row}")
+    return text_document(record, text, rid, text_field)

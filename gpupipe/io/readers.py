@@ -1,0 +1,249 @@
+"""Input readers: turn any supported input into documents, and account for every record.
+
+Every input record yields exactly one item: a document ``dict`` or a :class:`Rejected`
+saying why it was dropped. Bad input (corrupt gzip members, truncated records, invalid
+JSON, undecodable bytes, unreadable row groups) never raises; only a file that cannot be
+opened at all raises :class:`ReaderError`.
+
+Documents always carry ``id`` (str, unique within the file and stable across reads) and
+``url`` (str or None), plus ``html`` (WARC, html_dir) or ``text`` (JSONL, Parquet).
+"""
+from __future__ import annotations
+
+import codecs
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+FORMATS = ("warc", "jsonl", "parquet", "html_dir")
+
+# The reasons a record can be rejected; the pipeline's stats count these names.
+REASONS = (
+    "unreadable_record",  # corrupt gzip member, truncated record, malformed header, bad JSON, bad row group
+    "decode_error",  # bytes invalid in the declared/assumed text encoding
+    "not_response",  # WARC record that is not a response (warcinfo, request, metadata, ...)
+    "http_status",  # HTTP status other than 200
+    "not_html",  # Content-Type is not text/html or application/xhtml+xml
+    "missing_text",  # no string text field, or an empty HTML body
+)
+
+# Longest suffix first: ".warc.gz" must win over ".gz"-style guesses.
+_EXTENSIONS = (
+    (".warc.gz", "warc"),
+    (".warc", "warc"),
+    (".jsonl.gz", "jsonl"),
+    (".jsonl.zst", "jsonl"),
+    (".json.gz", "jsonl"),
+    (".ndjson.gz", "jsonl"),
+    (".ndjson.zst", "jsonl"),
+    (".jsonl", "jsonl"),
+    (".ndjson", "jsonl"),
+    (".parquet", "parquet"),
+)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str  # one of REASONS
+    detail: str  # what was wrong and where (file, byte offset / line number / row)
+    position: int  # byte offset (WARC), file index (html_dir), line number (JSONL), row (Parquet)
+
+
+Item = Union[dict, Rejected]
+
+
+class ReaderError(Exception):
+    """The input file (or directory) cannot be opened at all."""
+
+
+class DecodeError(ValueError):
+    """HTML bytes are not valid in the declared or assumed encoding."""
+
+
+def detect_format(path) -> str:
+    """Format name for ``path``: by extension, or ``html_dir`` for a directory."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        return "html_dir"
+    low = p.lower()
+    for ext, fmt in _EXTENSIONS:
+        if low.endswith(ext):
+            return fmt
+    known = ", ".join(ext for ext, _ in _EXTENSIONS)
+    raise ValueError(f"cannot tell the input format of {p!r}: expected a directory of HTML files "
+                     f"(html_dir) or a file ending in one of {known}")
+
+
+def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[Item]:
+    """Yield one document dict or Rejected per input record of ``path``.
+
+    The file is opened eagerly, so a missing or unopenable input raises ReaderError here,
+    not at the first ``next()``.
+    """
+    if fmt == "auto":
+        fmt = detect_format(path)
+    # Imported lazily: reading WARCs should not pay for importing pyarrow, and vice versa.
+    if fmt == "warc":
+        from .warc import iter_warc
+        return iter_warc(path)
+    if fmt == "jsonl":
+        from .jsonl import iter_jsonl
+        return iter_jsonl(path, text_field=text_field)
+    if fmt == "parquet":
+        from .parquet import iter_parquet
+        return iter_parquet(path, text_field=text_field)
+    if fmt == "html_dir":
+        from .html_dir import iter_html_dir
+        return iter_html_dir(path)
+    raise ValueError(f"unknown input format {fmt!r}; expected 'auto' or one of {FORMATS}")
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def open_binary(path):
+    """open(path, 'rb'), turning any OS error into a ReaderError that names the file."""
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise ReaderError(f"cannot open input {os.fspath(path)!r}: {e.strerror or e}") from e
+
+
+class IdAllocator:
+    """Hands out ids that are unique within one file and identical on every read.
+
+    An input's own id is kept verbatim; a repeat of an id already handed out (inputs do
+    repeat ids) gets ``#2``, ``#3``, ... appended in file order, so it stays deterministic.
+    """
+
+    def __init__(self):
+        self._seen: set[str] = set()
+        self._next: dict[str, int] = {}  # next suffix to try, for ids seen more than once
+
+    def claim(self, own_id, fallback: str) -> str:
+        rid = own_id if isinstance(own_id, str) and own_id else fallback
+        if rid in self._seen:
+            n = self._next.get(rid, 2)
+            while f"{rid}#{n}" in self._seen:
+                n += 1
+            self._next[rid] = n + 1
+            rid = f"{rid}#{n}"
+        self._seen.add(rid)
+        return rid
+
+
+def own_id(value) -> str | None:
+    """A record's own ``id`` field as a string, if it is usable as one (str or int)."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def text_document(record: dict, text: str, rid: str, text_field: str) -> dict:
+    """Document for a JSONL/Parquet record: id/url/text first, other fields passed through.
+
+    Nested values (lists, dicts) are JSON-encoded so every passed-through value is a scalar.
+    """
+    url = record.get("url")
+    doc = {"id": rid, "url": url if isinstance(url, str) and url else None, "text": text}
+    for key, value in record.items():
+        if key in doc or key == text_field:
+            continue
+        if isinstance(value, (dict, list, tuple)):
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        doc[key] = value
+    return doc
+
+
+# ----------------------------------------------------------------------------- HTML decoding
+
+# WHATWG (what browsers do): several legacy labels really mean a superset encoding.
+# We try the superset first, then the label itself, so e.g. "iso-8859-1" pages with
+# smart quotes (cp1252 bytes 0x80-0x9f) decode as the author saw them.
+_SUPERSET = {
+    "iso8859-1": "cp1252",
+    "ascii": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "shift_jis": "cp932",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "big5": "big5hkscs",
+    "euc_kr": "cp949",
+}
+# Labels that Python does not know (or knows differently) mapped to a Python codec.
+_LABELS = {
+    "x-sjis": "cp932",
+    "windows-31j": "cp932",
+    "x-euc-jp": "euc_jp",
+    "ks_c_5601-1987": "cp949",
+    "x-gbk": "gb18030",
+    "x-mac-roman": "mac_roman",
+    "unicode-1-1-utf-8": "utf-8",
+    "x-user-defined": "cp1252",
+}
+
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.I)
+_HTTP_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.I)
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+@functools.lru_cache(maxsize=256)
+def _codec(label: str | None) -> str | None:
+    """Canonical Python codec name for a charset label, or None if unusable."""
+    if not label:
+        return None
+    label = label.strip().strip("\"'").lower()
+    label = _LABELS.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+        b"".decode(name)  # rejects non-text codecs such as "rot13" or "base64"
+    except (LookupError, ValueError):
+        return None
+    return name
+
+
+def charset_from_content_type(value: str | None) -> str | None:
+    m = _HTTP_CHARSET.search(value or "")
+    return m.group(1) if m else None
+
+
+def decode_html(body: bytes, declared: str | None = None) -> tuple[str, str]:
+    """Decode HTML bytes; return (text, codec used) or raise DecodeError.
+
+    Order: a BOM wins; else ``declared`` (e.g. HTTP Content-Type charset); else the
+    ``<meta charset>`` / ``http-equiv`` in the first 2 KB; else UTF-8. Decoding is strict.
+    cp1252 is tried only when no usable charset was declared; a declared charset that does
+    not fit the bytes is a decode error (guessing would silently produce mojibake).
+    """
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return _strict(body[len(bom):], [name])
+
+    source, codec = "HTTP Content-Type", _codec(declared)
+    if codec is None:
+        m = _META_CHARSET.search(body, 0, 2048)
+        source, codec = "<meta> charset", _codec(m.group(1).decode("ascii")) if m else None
+        if codec and codec.startswith("utf-16"):
+            codec = "utf-8"  # an ASCII-compatible <meta> cannot really be UTF-16 (WHATWG rule)
+    if codec is None:
+        return _strict(body, ["utf-8", "cp1252"], "no charset declared")
+    candidates = [_SUPERSET[codec], codec] if codec in _SUPERSET else [codec]
+    return _strict(body, candidates, f"charset {codec} from {source}")
+
+
+def _strict(body: bytes, candidates: list[str], context: str = "BOM") -> tuple[str, str]:
+    err = None
+    for name in candidates:
+        try:
+            return body.decode(name), name
+        except UnicodeDecodeError as e:
+            err = e
+    raise DecodeError(f"bytes not valid in {'/'.join(candidates)} ({context}): "
+                      f"{err.reason} at body byte {err.start}")
