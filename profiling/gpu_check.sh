@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one script to run on a GPU machine, from anywhere in the repo: machine info, the kernel
-# tests (GPU parity included), then the benchmarks. Needs only python3 with numpy, numba, pyarrow
-# and cupy (pytest, pandas, xxhash used when present). Whole run: well under 5 minutes.
+# tests (GPU parity included), then the benchmarks (text_hash, minhash). Needs only python3 with
+# numpy, numba, pyarrow and cupy (pytest, pandas, xxhash used when present). Whole run: well under
+# 5 minutes.
 # With $OUT set, everything printed is also written to $OUT/gpu_check.txt.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,13 +46,18 @@ if "$PY" -c 'import pytest' 2>/dev/null; then
         --rootdir "$REPO" -o addopts="" -o markers="gpu: needs a CUDA device" \
         "$REPO"/tests/test_kernels_*.py "$REPO/tests/test_cuda_compile.py") || status=$?
 else
-    echo "pytest missing: running the parity checks of the benchmark script instead"
-    timeout 240 "$PY" profiling/bench_text_hash.py --check || status=$?
+    echo "pytest missing: running the parity checks of the benchmark scripts instead"
+    timeout 120 "$PY" profiling/bench_text_hash.py --check || status=$?
+    timeout 120 "$PY" profiling/bench_minhash_kernel.py --check || status=$?
 fi
 
 echo
 echo "== benchmark: text_hash"
-timeout 200 "$PY" profiling/bench_text_hash.py --chunks 4,8,16 || status=$?
+timeout 200 "$PY" profiling/bench_text_hash.py --chunks 4 || status=$?
+
+echo
+echo "== benchmark: minhash (kernel only, num_perm=128; exits non-zero on a CPU/GPU mismatch)"
+timeout 120 "$PY" profiling/bench_minhash_kernel.py --docs 20000 || status=$?
 
 echo
 echo "gpu_check: exit status $status"

@@ -1,0 +1,246 @@
+// MinHash signatures over Arrow string buffers: two kernels per batch of documents.
+//
+// The definition lives in kernels/minhash.py (its numba twin decodes each document left to right).
+// Here:
+//   minhash_units_*       one warp per document: unit hashes u (Horner over a unit's folded bytes,
+//                         base BU) into a scratch at the document's own byte range (a document has
+//                         at most one unit per byte), and the unit count.
+//   minhash_signatures_*  one block per document, one thread per permutation: the shingle hashes
+//                         H_i = fmix64(S_i ^ kk), S_i = sum_r u_{i+r} BS^(kk-1-r), a tile at a time
+//                         into shared memory, then sig_j = min_i (a_j * (H_i mod p) + b_j) mod p.
+//
+// Segmentation without a sequential decode. UTF-8 resynchronises: byte i starts a code point
+// unless a well-formed sequence starting at i-1, i-2 or i-3 covers it (a lead byte is never a
+// continuation byte, so every well-formed sequence is met by the left-to-right decoder, and every
+// other byte is an invalid byte on its own). So each lane classifies its byte from the bytes around
+// it: member (part of a non-separator code point) and cp_start. A unit starts at a member byte that
+// starts a code point (character mode) or follows a non-member (word mode).
+//
+// Unit hashes per 32-byte tile (lane l: byte t0 + l): an inclusive segmented scan over lanes of
+// (head, h, len) with  A (+) B = B.head ? B : (A.head, A.h * BU^B.len + B.h, A.len + B.len),
+// which is Horner over each unit's bytes; the unit still open at the end of a tile is carried into
+// the next one (h_carry * BU^len + h). len <= 32, so BU^0..BU^32 come from a table (params).
+// The hash of a unit is written by the lane holding its last byte; for lane 31 that is only known
+// in the next tile (or after the last one), so lane 0 writes the carried unit there.
+//
+// params (built by minhash._gpu_params): [0] BU, [1] BS, [2..3] ASCII separator bitmask
+// (bit c of word c/64), [4..36] BU^0 .. BU^32.
+#include "mersenne.cuh"
+
+#define MH_FULL 0xffffffffu
+#define MH_POW 4           // index of BU^0 in params
+#define MH_MAX_BLOCK 256   // most threads per signature block (= shared tile); minhash.py matches
+
+// Length of the well-formed UTF-8 sequence at data[i] (Unicode Table 3-7), 0 if there is none.
+__device__ __forceinline__ int utf8_len(const unsigned char* __restrict__ data, long long i,
+                                        long long end) {
+    const unsigned b0 = data[i];
+    if (b0 < 0x80u) return 1;
+    if (b0 < 0xC2u || b0 > 0xF4u) return 0;
+    int n;
+    unsigned lo = 0x80u, hi = 0xBFu;
+    if (b0 < 0xE0u) {
+        n = 2;
+    } else if (b0 < 0xF0u) {
+        n = 3;
+        if (b0 == 0xE0u) lo = 0xA0u;  // no overlongs
+        if (b0 == 0xEDu) hi = 0x9Fu;  // no surrogates
+    } else {
+        n = 4;
+        if (b0 == 0xF0u) lo = 0x90u;  // no overlongs
+        if (b0 == 0xF4u) hi = 0x8Fu;  // nothing above U+10FFFF
+    }
+    if (i + n > end) return 0;
+    const unsigned b1 = data[i + 1];
+    if (b1 < lo || b1 > hi) return 0;
+    for (int r = 2; r < n; ++r)
+        if ((data[i + r] & 0xC0u) != 0x80u) return 0;
+    return n;
+}
+
+// Whether the code point of n bytes at data[i] is a separator (every non-ASCII one has 3 bytes).
+__device__ __forceinline__ bool is_separator(const unsigned char* __restrict__ data, long long i,
+                                             int n, u64 sep_lo, u64 sep_hi) {
+    const unsigned b0 = data[i];
+    if (n == 1) return ((b0 < 64u ? sep_lo >> b0 : sep_hi >> (b0 - 64u)) & 1ull) != 0;
+    if (n != 3) return false;
+    const unsigned cp = ((b0 & 0x0Fu) << 12) | ((data[i + 1] & 0x3Fu) << 6) | (data[i + 2] & 0x3Fu);
+    return (cp >= 0x2000u && cp <= 0x206Fu) || (cp >= 0x3000u && cp <= 0x303Fu) ||
+           (cp >= 0xFF00u && cp <= 0xFF0Fu) || (cp >= 0xFF1Au && cp <= 0xFF20u) ||
+           (cp >= 0xFF3Bu && cp <= 0xFF40u) || (cp >= 0xFF5Bu && cp <= 0xFF65u);
+}
+
+// Byte i of the document [s, e): is it in a non-separator code point, and does one start there?
+__device__ __forceinline__ void classify(const unsigned char* __restrict__ data, long long s,
+                                         long long e, long long i, u64 sep_lo, u64 sep_hi,
+                                         bool& member, bool& cp_start) {
+    member = false;
+    cp_start = false;
+    if (i >= e) return;
+    long long j = i;  // the first byte of i's code point
+    int n = 0;
+    for (int d = 1; d <= 3 && i - d >= s; ++d) {
+        const int len = utf8_len(data, i - d, e);
+        if (len > d) {  // at most one sequence can cover i: a lead byte is not a continuation
+            j = i - d;
+            n = len;
+            break;
+        }
+    }
+    if (j == i) n = utf8_len(data, i, e);
+    member = !(n > 0 && is_separator(data, j, n, sep_lo, sep_hi));
+    cp_start = j == i;
+}
+
+template <typename OffT>
+__device__ __forceinline__ void units_warps(const unsigned char* __restrict__ data,
+                                            const OffT* __restrict__ offsets, long long n_docs,
+                                            long long base, const unsigned char* __restrict__ cjk,
+                                            const u64* __restrict__ params, u64* __restrict__ units,
+                                            long long* __restrict__ n_units) {
+    __shared__ u64 pw[33];
+    for (int t = threadIdx.x; t < 33; t += blockDim.x) pw[t] = params[MH_POW + t];
+    __syncthreads();
+
+    const int lane = threadIdx.x & 31;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const u64 sep_lo = params[2], sep_hi = params[3];
+    const unsigned le_mask = 0xffffffffu >> (31 - lane);  // lanes 0..lane
+
+    // `doc` and the tile loop are warp-uniform, so whole warps stay converged for the shuffles.
+    for (long long doc = warp; doc < n_docs; doc += n_warps) {
+        const long long s = (long long)offsets[doc], e = (long long)offsets[doc + 1];
+        u64* out = units + (s - base);
+        const bool char_mode = cjk[doc] != 0;
+        long long count = 0;  // units started before this tile
+        u64 carry_h = 0;      // hash so far of the unit open at the end of the last tile
+        bool carry_m = false; // whether the last tile's final byte was a member
+
+        for (long long t0 = s; t0 < e; t0 += 32) {
+            const long long i = t0 + lane;
+            bool m, cp_start;
+            classify(data, s, e, i, sep_lo, sep_hi, m, cp_start);
+            bool prev_m = __shfl_up_sync(MH_FULL, (int)m, 1) != 0;
+            if (lane == 0) prev_m = carry_m;
+            const bool start = m && (char_mode ? cp_start : !prev_m);
+            // The carried unit ends before this tile unless lane 0 continues it.
+            if (lane == 0 && carry_m && !(m && !start)) out[count - 1] = carry_h;
+
+            unsigned c = m ? data[i] : 0u;
+            if (c - 'A' < 26u) c += 32u;  // ASCII-only case folding
+            u64 h = m ? (u64)c + 1 : 0;
+            int len = m ? 1 : 0;
+            bool head = !m || start;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const u64 h_o = __shfl_up_sync(MH_FULL, h, d);
+                const int len_o = __shfl_up_sync(MH_FULL, len, d);
+                const bool head_o = __shfl_up_sync(MH_FULL, (int)head, d) != 0;
+                if (lane >= d && !head) {
+                    h = addmod61(mulmod61(h_o, pw[len]), h);
+                    len += len_o;
+                    head = head_o;
+                }
+            }
+            if (m && !head) h = addmod61(mulmod61(carry_h, pw[len]), h);  // began in a past tile
+
+            const unsigned starts = __ballot_sync(MH_FULL, start);
+            const long long idx = count + __popc(starts & le_mask) - 1;
+            const bool next_m = __shfl_down_sync(MH_FULL, (int)m, 1) != 0;
+            const bool next_start = __shfl_down_sync(MH_FULL, (int)start, 1) != 0;
+            if (lane < 31 && m && (!next_m || next_start)) out[idx] = h;
+
+            carry_m = __shfl_sync(MH_FULL, (int)m, 31) != 0;
+            carry_h = __shfl_sync(MH_FULL, h, 31);
+            count += __popc(starts);
+        }
+        if (lane == 0) {
+            if (carry_m) out[count - 1] = carry_h;
+            n_units[doc] = count;
+        }
+    }
+}
+
+template <typename OffT>
+__device__ __forceinline__ void signature_blocks(
+    const OffT* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, const u64* __restrict__ a, const u64* __restrict__ b,
+    int num_perm, int word_k, int char_k, const u64* __restrict__ params, u64* __restrict__ out) {
+    __shared__ u64 xs[MH_MAX_BLOCK];  // one tile of shingle hashes, already reduced mod p
+    const u64 bs = params[1];
+    const int nt = blockDim.x;
+
+    // `doc`, the permutation passes and the tile loop are block-uniform: __syncthreads is safe.
+    for (long long doc = blockIdx.x; doc < n_docs; doc += gridDim.x) {
+        const u64* u = units + ((long long)offsets[doc] - base);
+        const long long m = n_units[doc];
+        const int k = cjk[doc] ? char_k : word_k;
+        const int kk = m < (long long)k ? (int)m : k;  // fewer units than k: one shingle of all
+        const long long n_sh = m == 0 ? 0 : m - kk + 1;
+        const u64 tag = (u64)kk;
+
+        for (int p0 = 0; p0 < num_perm; p0 += nt) {
+            const int j = p0 + threadIdx.x;
+            const bool has_perm = j < num_perm;
+            const u64 aj = has_perm ? a[j] : 0, bj = has_perm ? b[j] : 0;
+            u64 lowest = MERSENNE61;  // EMPTY when the document has no shingle
+            for (long long t0 = 0; t0 < n_sh; t0 += nt) {
+                const long long i = t0 + threadIdx.x;
+                if (i < n_sh) {
+                    u64 acc = 0;
+                    for (int r = 0; r < kk; ++r) acc = addmod61(mulmod61(acc, bs), u[i + r]);
+                    xs[threadIdx.x] = reduce61(fmix64(acc ^ tag));
+                }
+                __syncthreads();
+                const int n_tile = (int)(n_sh - t0 < nt ? n_sh - t0 : nt);
+#pragma unroll 4
+                for (int q = 0; q < n_tile; ++q) {  // xs[q] is a broadcast read
+                    const u64 v = addmod61(mulmod61(aj, xs[q]), bj);
+                    lowest = v < lowest ? v : lowest;
+                }
+                __syncthreads();  // before the next tile overwrites xs
+            }
+            if (has_perm) out[doc * num_perm + j] = lowest;
+        }
+    }
+}
+
+// Arrow offsets are int32 (string) or int64 (large_string). `offsets`, `cjk`, `n_units` and `out`
+// point at the batch's first document; `base` is offsets[0] of the batch (scratch index 0).
+// units: launch with blockDim.x a multiple of 32. signatures: blockDim.x <= MH_MAX_BLOCK.
+extern "C" __global__ void minhash_units_i32(const unsigned char* __restrict__ data,
+                                             const int* __restrict__ offsets, long long n_docs,
+                                             long long base, const unsigned char* __restrict__ cjk,
+                                             const u64* __restrict__ params, u64* __restrict__ units,
+                                             long long* __restrict__ n_units) {
+    units_warps<int>(data, offsets, n_docs, base, cjk, params, units, n_units);
+}
+
+extern "C" __global__ void minhash_units_i64(const unsigned char* __restrict__ data,
+                                             const long long* __restrict__ offsets,
+                                             long long n_docs, long long base,
+                                             const unsigned char* __restrict__ cjk,
+                                             const u64* __restrict__ params, u64* __restrict__ units,
+                                             long long* __restrict__ n_units) {
+    units_warps<long long>(data, offsets, n_docs, base, cjk, params, units, n_units);
+}
+
+extern "C" __global__ void minhash_signatures_i32(
+    const int* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, const u64* __restrict__ a, const u64* __restrict__ b,
+    int num_perm, int word_k, int char_k, const u64* __restrict__ params, u64* __restrict__ out) {
+    signature_blocks<int>(offsets, n_docs, base, cjk, units, n_units, a, b, num_perm, word_k, char_k,
+                          params, out);
+}
+
+extern "C" __global__ void minhash_signatures_i64(
+    const long long* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, const u64* __restrict__ a, const u64* __restrict__ b,
+    int num_perm, int word_k, int char_k, const u64* __restrict__ params, u64* __restrict__ out) {
+    signature_blocks<long long>(offsets, n_docs, base, cjk, units, n_units, a, b, num_perm, word_k,
+                                char_k, params, out);
+}

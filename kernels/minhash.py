@@ -1,0 +1,494 @@
+"""MinHash signatures over Arrow string buffers: CUDA kernels (CuPy) and a bit-identical numba twin.
+
+Used by fuzzy dedup: two documents' signatures agree in a fraction of positions that estimates the
+Jaccard similarity of their shingle sets.
+
+Definition (both twins follow it exactly; p = 2^61 - 1, all arithmetic on residues is exact)
+-------------------------------------------------------------------------------------------
+Input: ``data`` uint8 (an Arrow value buffer, UTF-8), ``offsets`` int32/int64 (n + 1 entries,
+indexing ``data``; they may start above 0), ``cjk`` uint8 per document (1: character units,
+0: word units), ``a``, ``b`` uint64 permutation parameters (num_perm each, all < p),
+``word_k`` and ``char_k`` (shingle lengths, >= 1).
+
+1. Code points. Each document's bytes are decoded left to right as UTF-8: a well-formed sequence
+   (Unicode Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF, not cut by the end of
+   the document) is one code point; any other byte is one code point on its own (an "invalid byte";
+   this is what Python's ``decode("utf-8", "surrogateescape")`` produces).
+2. Separators are the code points
+     ASCII whitespace  U+0009..U+000D, U+0020
+     ASCII punctuation and symbols  !"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~
+     U+2000..U+206F, U+3000..U+303F, U+FF00..U+FF0F, U+FF1A..U+FF20, U+FF3B..U+FF40, U+FF5B..U+FF65
+   (general punctuation and spaces, CJK punctuation, full-width ASCII punctuation). Invalid bytes and
+   every other code point (letters, digits, controls, emoji, ...) are not separators.
+3. Units. Word mode (cjk == 0): a unit is a maximal run of non-separator code points. Character mode
+   (cjk == 1): a unit is one non-separator code point. A unit's bytes are its UTF-8 bytes (an invalid
+   byte as itself) with ASCII A-Z folded to a-z; nothing else is folded (no Unicode case folding).
+4. Unit hash: u = sum_i (c_i + 1) * BU^(len-1-i) mod p over the unit's folded bytes c_i
+   (Horner: u = u*BU + c + 1, as text_hash does).
+5. Shingles. With m units u_0..u_{m-1} and k = char_k or word_k by mode, let kk = min(k, m). The
+   document's shingles are the windows of kk consecutive units, i = 0..m-kk (one shingle of all units
+   when 0 < m < k; none when m == 0). Shingle base hash (64 bits):
+       S_i = sum_{r<kk} u_{i+r} * BS^(kk-1-r) mod p,      H_i = fmix64(S_i XOR kk)
+6. Signature: sig_j = min_i (a_j * (H_i mod p) + b_j) mod p, for j < num_perm. H is reduced mod p
+   first (so that a_j * h needs only 122 bits), then permuted with exact mulmod61/addmod61.
+   Every value is < p. A document with no shingle (empty, or only separators) gets every entry
+   EMPTY = p = 2^61 - 1, which no real minimum reaches, so empty documents never look similar to a
+   real one (they do all equal each other).
+
+Permutations: ``minhash_permutations(num_perm, seed)``: a uniform in [1, p-1], b uniform in
+[0, p-1], from ``np.random.default_rng(seed)``.
+
+Cost: unit hashes are computed once per document; the CPU rolls S across windows,
+S_{i+1} = (S_i - u_i * BS^(kk-1)) * BS + u_{i+kk}, so work is O(bytes + shingles * num_perm).
+The GPU evaluates each window directly (kk multiplies, one thread per shingle); mod-p arithmetic is
+exact, so both give the same S. The bases BU, BS are fixed (below): signatures are stable across
+processes, machines and backends.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from pathlib import Path
+
+import numpy as np
+import numba
+from numba import njit, prange
+
+from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61
+
+# Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
+# odd; different from text_hash's. Changing either changes every signature.
+BU = (0xBB67AE8584CAA73B % P61) | 1  # unit (byte) polynomial
+BS = (0x3C6EF372FE94F82B % P61) | 1  # shingle (unit) polynomial
+EMPTY = np.uint64(P61)  # every entry of a document without shingles
+
+ASCII_SEPARATORS = bytes(range(0x09, 0x0E)) + b" " + string.punctuation.encode()
+UNICODE_SEPARATOR_RANGES = ((0x2000, 0x206F), (0x3000, 0x303F), (0xFF00, 0xFF0F),
+                            (0xFF1A, 0xFF20), (0xFF3B, 0xFF40), (0xFF5B, 0xFF65))
+
+GPU_BATCH_BYTES = 128 << 20  # text per launch pair: the GPU scratch is 8 bytes per text byte (1 GiB)
+_GPU_UNITS_BLOCK = 256  # units kernel: one warp per document, 8 per block
+_GPU_MAX_BLOCKS = 1 << 20  # both kernels loop over documents, so the grid can be capped
+_GPU_MAX_SIG_BLOCK = 256  # must match MH_MAX_BLOCK in minhash.cu
+
+_SEP_TABLE = np.zeros(128, dtype=np.uint8)
+_SEP_TABLE[list(ASCII_SEPARATORS)] = 1
+
+_P = np.uint64(P61)
+_BU, _BS = np.uint64(BU), np.uint64(BS)
+_ZERO, _ONE = np.uint64(0), np.uint64(1)
+_UPPER_A, _UPPER_Z, _CASE = np.uint64(ord("A")), np.uint64(ord("Z")), np.uint64(32)
+
+
+# --------------------------------------------------------------------------------------------
+# CPU twin: decode, units, shingles (shared by minhash_cpu and shingle_hashes_cpu)
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _utf8_len(data, i, end):
+    """Length of the well-formed UTF-8 sequence at data[i] (Unicode Table 3-7), 0 if there is none."""
+    b0 = np.int64(data[i])
+    if b0 < 0x80:
+        return 1
+    if b0 < 0xC2:
+        return 0  # continuation byte or overlong lead
+    if b0 < 0xE0:
+        n, lo, hi = 2, 0x80, 0xBF
+    elif b0 < 0xF0:
+        n = 3
+        lo = 0xA0 if b0 == 0xE0 else 0x80  # E0: no overlongs
+        hi = 0x9F if b0 == 0xED else 0xBF  # ED: no surrogates
+    elif b0 < 0xF5:
+        n = 4
+        lo = 0x90 if b0 == 0xF0 else 0x80  # F0: no overlongs
+        hi = 0x8F if b0 == 0xF4 else 0xBF  # F4: nothing above U+10FFFF
+    else:
+        return 0
+    if i + n > end:
+        return 0
+    b1 = np.int64(data[i + 1])
+    if b1 < lo or b1 > hi:
+        return 0
+    for r in range(2, n):
+        if (np.int64(data[i + r]) & 0xC0) != 0x80:
+            return 0
+    return n
+
+
+@njit(cache=True, inline="always")
+def _is_separator(data, i, n, sep_table):
+    """Whether the code point of n bytes at data[i] separates units (definition, step 2)."""
+    if n == 1:
+        return sep_table[data[i]] != 0
+    if n != 3:  # every separator outside ASCII is a 3-byte sequence
+        return False
+    cp = ((np.int64(data[i]) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) \
+        | (np.int64(data[i + 2]) & 0x3F)
+    return ((0x2000 <= cp <= 0x206F) or (0x3000 <= cp <= 0x303F) or (0xFF00 <= cp <= 0xFF0F)
+            or (0xFF1A <= cp <= 0xFF20) or (0xFF3B <= cp <= 0xFF40) or (0xFF5B <= cp <= 0xFF65))
+
+
+@njit(cache=True, inline="always")
+def _fold_byte(c):
+    """c + 1 after folding ASCII A-Z to a-z, as a uint64 term of the unit polynomial."""
+    x = np.uint64(c)
+    if x >= _UPPER_A and x <= _UPPER_Z:
+        x += _CASE
+    return x + _ONE
+
+
+@njit(cache=True)
+def _doc_units(data, start, end, char_mode, sep_table, units):
+    """Unit hashes of data[start:end] into units[0:m]; returns m (<= end - start)."""
+    m = 0
+    h = _ZERO
+    open_word = False
+    i = start
+    while i < end:
+        n = _utf8_len(data, i, end)
+        step = n if n > 0 else 1  # an invalid byte is one code point
+        if n > 0 and _is_separator(data, i, n, sep_table):
+            if open_word:
+                units[m] = h
+                m += 1
+                open_word = False
+                h = _ZERO
+        else:
+            for r in range(step):
+                h = addmod61(mulmod61(h, _BU), _fold_byte(data[i + r]))
+            if char_mode:
+                units[m] = h
+                m += 1
+                h = _ZERO
+            else:
+                open_word = True
+        i += step
+    if open_word:
+        units[m] = h
+        m += 1
+    return m
+
+
+@njit(cache=True)
+def _doc_shingles(data, start, end, char_mode, k, sep_table, buf):
+    """Shingle base hashes H of data[start:end] into buf[0:s]; returns s.
+
+    buf needs end - start slots: first the unit hashes, then overwritten in place by the shingle
+    hashes (window i is written after u_i, which leaves it, has been read; later units are intact).
+    """
+    m = _doc_units(data, start, end, char_mode, sep_table, buf)
+    if m == 0:
+        return 0
+    kk = min(k, m)
+    s = _ZERO
+    for r in range(kk):
+        s = addmod61(mulmod61(s, _BS), buf[r])
+    drop = powmod61(_BS, np.uint64(kk - 1))  # weight of the unit that leaves the window
+    tag = np.uint64(kk)
+    count = m - kk + 1
+    for i in range(count):
+        leaving = buf[i]
+        buf[i] = fmix64(s ^ tag)
+        if i + 1 < count:
+            s = addmod61(s, _P - mulmod61(leaving, drop))  # _P - x is in (0, p]: still exact
+            s = addmod61(mulmod61(s, _BS), buf[i + kk])
+    return count
+
+
+@njit(cache=True, inline="always")
+def _signature(buf, count, a, b, out, d):
+    """out[d, j] = min over the shingles of (a_j * (H mod p) + b_j) mod p; EMPTY (= p) if none.
+
+    Reduces buf[0:count] mod p in place first. Permutations outside, shingles inside: the inner
+    loop is a min-reduction that LLVM vectorizes (32-bit limb products: vpmuludq).
+    """
+    for i in range(count):
+        buf[i] = reduce61(buf[i])
+    for j in range(a.shape[0]):
+        aj = a[j]
+        bj = b[j]
+        lowest = _P
+        for i in range(count):
+            lowest = min(lowest, addmod61(mulmod61(aj, buf[i]), bj))
+        out[d, j] = lowest
+
+
+@njit(parallel=True, cache=True)
+def _minhash_chunks(data, offsets, cjk, a, b, word_k, char_k, sep_table, bounds, out):
+    """Signatures of all documents; chunk c (documents bounds[c]..bounds[c+1]) per parallel task."""
+    for c in prange(bounds.shape[0] - 1):
+        d0, d1 = bounds[c], bounds[c + 1]
+        longest = 1
+        for d in range(d0, d1):
+            longest = max(longest, np.int64(offsets[d + 1] - offsets[d]))
+        buf = np.empty(longest, dtype=np.uint64)  # one scratch per chunk, not per document
+        for d in range(d0, d1):
+            k = char_k if cjk[d] else word_k
+            count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
+                                  k, sep_table, buf)
+            _signature(buf, count, a, b, out, d)
+
+
+@njit(parallel=True, cache=True)
+def _shingles_in_place(data, offsets, cjk, word_k, char_k, sep_table, scratch, counts):
+    """Every document's shingle hashes at its own byte range of scratch (8 bytes per text byte)."""
+    base = np.int64(offsets[0])
+    for d in prange(offsets.shape[0] - 1):
+        start, end = np.int64(offsets[d]), np.int64(offsets[d + 1])
+        k = char_k if cjk[d] else word_k
+        counts[d] = _doc_shingles(data, start, end, cjk[d] != 0, k, sep_table,
+                                  scratch[start - base:end - base])
+
+
+@njit(cache=True)
+def _compact(scratch, offsets, counts, out_offsets, flat):
+    base = np.int64(offsets[0])
+    for d in range(counts.shape[0]):
+        src = np.int64(offsets[d]) - base
+        flat[out_offsets[d]:out_offsets[d + 1]] = scratch[src:src + counts[d]]
+
+
+# --------------------------------------------------------------------------------------------
+# Argument checks shared by both backends
+# --------------------------------------------------------------------------------------------
+
+
+def _check_inputs(data, offsets, word_k, char_k):
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
+    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
+        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
+    if int(word_k) < 1 or int(char_k) < 1:
+        raise ValueError(f"shingle lengths must be >= 1, got word_k={word_k}, char_k={char_k}")
+
+
+def _cjk_flags(cjk, n_docs: int, xp=np):
+    """Per-document uint8 mode flags from a scalar or an array of n_docs bools/ints."""
+    flags = xp.asarray(cjk)
+    if flags.ndim == 0:
+        return xp.full(n_docs, 1 if bool(flags) else 0, dtype=xp.uint8)
+    if flags.shape != (n_docs,):
+        raise ValueError(f"cjk must be a scalar or have one entry per document ({n_docs}), "
+                         f"got shape {flags.shape}")
+    return xp.ascontiguousarray((flags != 0).astype(xp.uint8))
+
+
+def _check_permutations(a, b) -> tuple[np.ndarray, np.ndarray]:
+    a = np.ascontiguousarray(a, dtype=np.uint64)
+    b = np.ascontiguousarray(b, dtype=np.uint64)
+    if a.ndim != 1 or a.shape != b.shape or a.shape[0] < 1:
+        raise ValueError("a and b must be 1-d arrays of the same length >= 1")
+    if (a >= _P).any() or (b >= _P).any():  # mulmod61/addmod61 need residues
+        raise ValueError("permutation parameters must be < 2^61 - 1")
+    return a, b
+
+
+def minhash_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b), num_perm each, uint64: a uniform in [1, p-1], b in [0, p-1]; fixed by the seed."""
+    if num_perm < 1:
+        raise ValueError(f"num_perm must be >= 1, got {num_perm}")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, P61, size=num_perm, dtype=np.uint64)  # high end excluded: a <= p - 1
+    b = rng.integers(0, P61, size=num_perm, dtype=np.uint64)
+    return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# CPU entry points
+# --------------------------------------------------------------------------------------------
+
+
+def _chunk_bounds(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Document indices cutting the batch into about n_chunks pieces, even in bytes and in count."""
+    n_docs = offsets.shape[0] - 1
+    n_chunks = max(1, min(n_chunks, n_docs))
+    rel = offsets.astype(np.int64) - np.int64(offsets[0])
+    by_bytes = np.searchsorted(rel, np.linspace(0, rel[-1], n_chunks + 1), side="left")
+    by_count = np.linspace(0, n_docs, n_chunks + 1).astype(np.int64)
+    bounds = np.unique(np.concatenate([[0, n_docs], by_bytes, by_count]))
+    return bounds[(bounds >= 0) & (bounds <= n_docs)].astype(np.int64)
+
+
+def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3) -> np.ndarray:
+    """(n, num_perm) uint64 MinHash signatures of Arrow buffers (see the module docstring).
+
+    Runs in parallel over chunks of documents (numba threads); memory beyond the output is one
+    scratch of the longest document per chunk (8 bytes per byte).
+    """
+    data = np.ascontiguousarray(data)
+    offsets = np.ascontiguousarray(offsets)
+    _check_inputs(data, offsets, word_k, char_k)
+    a, b = _check_permutations(a, b)
+    n_docs = offsets.shape[0] - 1
+    flags = _cjk_flags(cjk, n_docs)
+    out = np.empty((n_docs, a.shape[0]), dtype=np.uint64)
+    if n_docs:
+        bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
+        _minhash_chunks(data, offsets, flags, a, b, np.int64(word_k), np.int64(char_k),
+                        _SEP_TABLE, bounds, out)
+    return out
+
+
+def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5,
+                       char_k: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Every document's 64-bit shingle base hashes H (step 5), flat, and int64 offsets (n + 1).
+
+    For exact Jaccard checks of candidate pairs: the same code as minhash_cpu computes them, so
+    sig_j = min over a document's slice of (a_j * (H mod p) + b_j) mod p. Repeated shingles repeat.
+    Uses a scratch of 8 bytes per text byte: meant for candidate subsets, not whole corpora.
+    """
+    data = np.ascontiguousarray(data)
+    offsets = np.ascontiguousarray(offsets)
+    _check_inputs(data, offsets, word_k, char_k)
+    n_docs = offsets.shape[0] - 1
+    flags = _cjk_flags(cjk, n_docs)
+    counts = np.zeros(n_docs, dtype=np.int64)
+    scratch = np.empty(max(1, int(offsets[-1]) - int(offsets[0])), dtype=np.uint64)
+    if n_docs:
+        _shingles_in_place(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE,
+                           scratch, counts)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    flat = np.empty(int(out_offsets[-1]), dtype=np.uint64)
+    if n_docs:
+        _compact(scratch, offsets, counts, out_offsets, flat)
+    return flat, out_offsets
+
+
+# --------------------------------------------------------------------------------------------
+# GPU (CuPy is imported only here, so the module imports on machines without it)
+# --------------------------------------------------------------------------------------------
+
+
+def _gpu_params() -> np.ndarray:
+    """minhash.cu's params: BU, BS, the ASCII separator bitmask (2 words), BU^0 .. BU^32."""
+    lo = sum(1 << c for c in ASCII_SEPARATORS if c < 64)
+    hi = sum(1 << (c - 64) for c in ASCII_SEPARATORS if c >= 64)
+    powers = [pow(BU, e, P61) for e in range(33)]
+    return np.array([BU, BS, lo, hi, *powers], dtype=np.uint64)
+
+
+def _cuda_source() -> str:
+    """minhash.cu with mersenne.cuh pasted in place of its #include (see text_hash._cuda_source)."""
+    here = Path(__file__).parent
+    header = (here / "mersenne.cuh").read_text().replace("#pragma once", "")
+    return (here / "minhash.cu").read_text().replace('#include "mersenne.cuh"', header)
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_module():
+    import cupy as cp
+
+    return cp.RawModule(code=_cuda_source(), options=("-std=c++17",))
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_params_on_device(device_id: int):
+    import cupy as cp
+
+    return cp.asarray(_gpu_params())
+
+
+def _gpu_batches(offsets: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive document ranges [d0, d1) of at most batch_bytes of text (one doc if longer)."""
+    n_docs = offsets.shape[0] - 1
+    rel = offsets.astype(np.int64)
+    batches, d0 = [], 0
+    while d0 < n_docs:
+        d1 = int(np.searchsorted(rel, rel[d0] + batch_bytes, side="right")) - 1
+        d1 = min(max(d1, d0 + 1), n_docs)
+        batches.append((d0, d1))
+        d0 = d1
+    return batches
+
+
+def _sig_block(num_perm: int) -> int:
+    """Threads per block of the signature kernel: one permutation each, whole warps, <= 256."""
+    return min(_GPU_MAX_SIG_BLOCK, -(-num_perm // 32) * 32)
+
+
+def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
+                batch_bytes: int = GPU_BATCH_BYTES):
+    """GPU version of :func:`minhash_cpu`: CuPy (or host) arrays in, CuPy (n, num_perm) uint64 out.
+
+    Two kernels per batch of at most ``batch_bytes`` of text: unit hashes (one warp per document)
+    into a scratch of 8 bytes per text byte, then signatures (one block per document, one thread
+    per permutation). The batch size only bounds memory; the result does not depend on it.
+    """
+    import cupy as cp
+
+    d_data = cp.ascontiguousarray(cp.asarray(data))
+    d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
+    _check_inputs(d_data, d_offsets, word_k, char_k)
+    # n + 1 integers to plan the batches on the host (a device-to-host copy if they are on the GPU)
+    host_offsets = offsets if isinstance(offsets, np.ndarray) else cp.asnumpy(d_offsets)
+    a, b = _check_permutations(cp.asnumpy(a), cp.asnumpy(b))
+    num_perm = a.shape[0]
+    n_docs = d_offsets.shape[0] - 1
+    out = cp.empty((n_docs, num_perm), dtype=cp.uint64)
+    if n_docs == 0:
+        return out
+    flags = _cjk_flags(cjk, n_docs, xp=cp)
+    d_a, d_b = cp.asarray(a), cp.asarray(b)
+    params = _gpu_params_on_device(cp.cuda.Device().id)
+    suffix = "i32" if d_offsets.dtype == cp.int32 else "i64"
+    module = _gpu_module()
+    units_kernel = module.get_function(f"minhash_units_{suffix}")
+    sig_kernel = module.get_function(f"minhash_signatures_{suffix}")
+
+    batches = _gpu_batches(host_offsets, batch_bytes)
+    most_bytes = max(int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches)
+    most_docs = max(d1 - d0 for d0, d1 in batches)
+    units = cp.empty(max(1, most_bytes), dtype=cp.uint64)  # a document has <= 1 unit per byte
+    n_units = cp.empty(most_docs, dtype=cp.int64)
+    sig_block = _sig_block(num_perm)
+    docs_per_units_block = _GPU_UNITS_BLOCK // 32
+    with _nvtx_range("gpupipe/kernel/minhash"):
+        for d0, d1 in batches:
+            n = d1 - d0
+            base = np.int64(host_offsets[d0])  # the batch's first byte: scratch index 0
+            offs = d_offsets[d0:d1 + 1]
+            units_kernel((min(-(-n // docs_per_units_block), _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
+                         (d_data, offs, np.int64(n), base, flags[d0:d1], params, units, n_units))
+            sig_kernel((min(n, _GPU_MAX_BLOCKS),), (sig_block,),
+                       (offs, np.int64(n), base, flags[d0:d1], units, n_units, d_a, d_b,
+                        np.int32(num_perm), np.int32(word_k), np.int32(char_k), params, out[d0:d1]))
+    return out
+
+
+def _nvtx_range(message: str):
+    from .text_hash import _nvtx_range as nvtx_range
+
+    return nvtx_range(message)
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device; never raises."""
+    from .text_hash import gpu_available as available
+
+    return available()
+
+
+# --------------------------------------------------------------------------------------------
+# Convenience entry point
+# --------------------------------------------------------------------------------------------
+
+
+def minhash(strings, cjk=False, num_perm: int = 128, seed: int = 0, word_k: int = 5,
+            char_k: int = 3, device: str = "cpu") -> np.ndarray:
+    """(n, num_perm) uint64 signatures of a column of strings (nulls count as empty: all EMPTY).
+
+    ``strings``: a pyarrow (Chunked)Array, a pandas Series or a sequence of str/bytes. ``cjk``: a
+    bool for all documents or one per document. ``device``: "cpu", "gpu" or "auto"; all agree.
+    """
+    from .text_hash import _to_arrow, arrow_buffers
+
+    if device not in ("cpu", "gpu", "auto"):
+        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
+    data, offsets = arrow_buffers(_to_arrow(strings))
+    a, b = minhash_permutations(num_perm, seed)
+    if device == "gpu" or (device == "auto" and gpu_available()):
+        return minhash_gpu(data, offsets, cjk, a, b, word_k, char_k).get()
+    return minhash_cpu(data, offsets, cjk, a, b, word_k, char_k)
