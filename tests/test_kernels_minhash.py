@@ -485,7 +485,7 @@ def test_gpu_matches_cpu_random(offset_dtype):
     docs, cjk = _mixed(rng, 3000, 120)
     docs += [random_text(rng, 40_000).encode() for _ in range(4)]  # ~100 KB documents
     docs += [mangle(rng, random_text(rng, 20_000).encode()), b"", b"", ("。" * 5000).encode()]
-    cjk = np.concatenate([cjk, [0, 1, 0, 0, 1, 1, 1]]).astype(np.uint8)
+    cjk = np.concatenate([cjk, [0, 1, 0, 0, 1, 0, 1, 1]]).astype(np.uint8)
     data, offsets = buffers_of(docs, offset_dtype)
     _gpu_vs_cpu(data, offsets, cjk)
     _gpu_vs_cpu(data, offsets[100:2101], cjk[100:2100])  # sliced: offsets start above 0
