@@ -17,7 +17,8 @@ from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
 from gpupipe.run.pipeline import check_conservation
 
-STAGE_NAMES = ["read", "extract", "normalize", "langid", "doc_filter", "exact_dedup", "tokenize", "pack"]
+STAGE_NAMES = ["read", "extract", "normalize", "langid", "doc_filter", "exact_dedup", "fuzzy_dedup", "tokenize",
+               "pack"]
 
 
 def run_ok(cfg: Path) -> dict:

@@ -16,6 +16,7 @@ count or backend.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import resource
 import shutil
@@ -190,13 +191,31 @@ def _union_find(n, u, v):
     return parent
 
 
-def connected_components(edges: pd.DataFrame) -> pd.DataFrame:
-    """Edges (u, v) over doc_index → (doc_index, cluster) for every doc on an edge; cluster = smallest doc_index."""
+def connected_components(edges: pd.DataFrame, device: str = "cpu") -> pd.DataFrame:
+    """Edges (u, v) over doc_index → (doc_index, cluster) for every doc on an edge; cluster = smallest doc_index
+    of the component, whichever algorithm found it (union-find here, cuGraph on the GPU when installed)."""
     if edges.empty:
         return pd.DataFrame({"doc_index": np.array([], np.int64), "cluster": np.array([], np.int64)})
+    if device == "gpu" and importlib.util.find_spec("cugraph") is not None:
+        return _components_cugraph(edges)
     nodes, inv = np.unique(np.concatenate([edges["u"].to_numpy(), edges["v"].to_numpy()]), return_inverse=True)
     root = _union_find(len(nodes), inv[: len(edges)].astype(np.int64), inv[len(edges):].astype(np.int64))
     return pd.DataFrame({"doc_index": nodes.astype(np.int64), "cluster": nodes[root].astype(np.int64)})
+
+
+def _components_cugraph(edges: pd.DataFrame) -> pd.DataFrame:
+    # cugraph.weakly_connected_components(G) → cudf frame with `vertex` and `labels` (docs.rapids.ai, cugraph API:
+    # weakly_connected_components); labels are arbitrary, so each component is renamed to its smallest vertex.
+    import cudf
+    import cugraph
+
+    g = cugraph.Graph(directed=False)
+    g.from_cudf_edgelist(cudf.DataFrame({"src": edges["u"].to_numpy(), "dst": edges["v"].to_numpy()}),
+                         source="src", destination="dst", renumber=True)
+    cc = cugraph.weakly_connected_components(g)
+    cc["cluster"] = cc.groupby("labels")["vertex"].transform("min")
+    out = cc[["vertex", "cluster"]].rename(columns={"vertex": "doc_index"}).to_pandas()
+    return out.sort_values("doc_index", ignore_index=True).astype(np.int64)
 
 
 def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
@@ -236,7 +255,7 @@ def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, devi
     if cfg.verify and len(edges):
         cand = df[df["doc_index"].isin(np.union1d(edges["u"], edges["v"]))]
         edges = verify_edges(edges, shingle_sets(cand, cfg), cfg.threshold)
-    members = connected_components(edges).merge(_priority_frame(df, cfg), on="doc_index")
+    members = connected_components(edges, device).merge(_priority_frame(df, cfg), on="doc_index")
     return choose_keepers(members, cfg.priority)[["doc_index", "cluster", "keep"]]
 
 
@@ -283,7 +302,7 @@ class FuzzyDedup(GlobalStage):
             sets = pd.concat([read_part(f) for f in set_files if f], ignore_index=True)
             edges = verify_edges(edges, sets, cfg.threshold)
             extra["verified_edges"] = len(edges)
-        members = connected_components(edges)
+        members = connected_components(edges, job.ctx.device)
         if len(members):
             cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
                                                      if c != "length"]]
