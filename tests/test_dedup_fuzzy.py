@@ -82,13 +82,15 @@ def test_ground_truth_precision_recall(fuzzy_run, synth_crawl):
     entered = set(pd.concat([pd.read_parquet(p, columns=["id"])
                              for p in part_paths(fuzzy_run / "stages" / "04-exact_dedup")])["id"])
     planted = {i for i in entered if truth[i]["kind"] == "near_duplicate" and truth[i]["duplicate_of"] in entered}
-    removed = _removed(fuzzy_run)
+    # Spam pages come from a few templates: near copies of each other that the truth does not plant, so they
+    # count neither way (a pipeline's document filters drop them before dedup).
+    removed = {i for i in _removed(fuzzy_run) if truth[i]["kind"] != "spam"}
     assert planted, "the synthetic crawl should carry near duplicates"
     tp = len(removed & planted)
     assert tp / len(removed) >= 0.95, f"precision {tp}/{len(removed)}"
     assert tp / len(planted) >= 0.95, f"recall {tp}/{len(planted)}"
     stats = json.loads((fuzzy_run / "stages" / "05-fuzzy_dedup" / "stats.json").read_text())
-    assert stats["removed"] == {"near_duplicate": len(removed)}
+    assert stats["removed"] == {"near_duplicate": len(_removed(fuzzy_run))}
     assert stats["extra"]["clusters"] >= 1 and stats["extra"]["peak_rss_mb_max_worker"] > 0
     sample = [json.loads(l) for l in open(fuzzy_run / "stages" / "05-fuzzy_dedup" / "clusters_sample.jsonl")]
     assert sample and all(s["kept"]["text"] and s["removed"] for s in sample)
