@@ -35,8 +35,10 @@ indexing ``data``; they may start above 0), ``cjk`` uint8 per document (1: chara
    EMPTY = p = 2^61 - 1, which no real minimum reaches, so empty documents never look similar to a
    real one (they do all equal each other).
 
-Permutations: ``minhash_permutations(num_perm, seed)``: a uniform in [1, p-1], b uniform in
-[0, p-1], from ``np.random.default_rng(seed)``.
+Permutations: ``minhash_permutations(num_perm, seed)``: arithmetic progressions a_j = a0 + j*da,
+b_j = b0 + j*db mod p with a0, da, b0, db drawn from ``np.random.default_rng(seed)`` (any (a, b)
+with entries < p is accepted; progressions let the CPU twin replace 127 of 128 multiplications
+per shingle by additions, with identical results).
 
 Cost: unit hashes are computed once per document; the CPU rolls S across windows,
 S_{i+1} = (S_i - u_i * BS^(kk-1)) * BS + u_{i+kk}, so work is O(bytes + shingles * num_perm).
@@ -139,34 +141,59 @@ def _fold_byte(c):
     return x + _ONE
 
 
+def _unit_tables() -> np.ndarray:
+    """T[e, c] = (fold(c) + 1) * BU^e mod p for e < 8: byte c's term at e places from a block's end."""
+    fold = [c + 32 if 65 <= c <= 90 else c for c in range(256)]
+    return np.array([[(fold[c] + 1) * pow(BU, e, P61) % P61 for c in range(256)] for e in range(8)],
+                    dtype=np.uint64)
+
+
+_UNIT_TABLES = _unit_tables()
+_BU8 = np.uint64(pow(BU, 8, P61))
+
+
+@njit(cache=True, inline="always")
+def _unit_hash(data, s, e):
+    """The unit polynomial of data[s:e] (step 4) in blocks of 8 bytes: table terms instead of a
+    multiplication per byte, so no long dependency chain. Sums stay < 8p + 256 < 2^64."""
+    t = _UNIT_TABLES
+    q = (e - s) % 8
+    h = _ZERO
+    for r in range(q):                      # the leading partial block: q < 8 terms, < 7p
+        h += t[q - 1 - r, data[s + r]]
+    h = reduce61(h)
+    i = s + q
+    while i < e:                            # full blocks: h*BU^8 + 7 table terms + the last byte
+        x = mulmod61(h, _BU8) + _fold_byte(data[i + 7])
+        for r in range(7):
+            x += t[7 - r, data[i + r]]
+        h = reduce61(x)
+        i += 8
+    return h
+
+
 @njit(cache=True)
 def _doc_units(data, start, end, char_mode, sep_table, units):
     """Unit hashes of data[start:end] into units[0:m]; returns m (<= end - start)."""
     m = 0
-    h = _ZERO
-    open_word = False
+    unit_start = -1                         # start of the open word, -1 when none
     i = start
     while i < end:
         n = _utf8_len(data, i, end)
-        step = n if n > 0 else 1  # an invalid byte is one code point
+        step = n if n > 0 else 1            # an invalid byte is one code point
         if n > 0 and _is_separator(data, i, n, sep_table):
-            if open_word:
-                units[m] = h
+            if unit_start >= 0:
+                units[m] = _unit_hash(data, unit_start, i)
                 m += 1
-                open_word = False
-                h = _ZERO
-        else:
-            for r in range(step):
-                h = addmod61(mulmod61(h, _BU), _fold_byte(data[i + r]))
-            if char_mode:
-                units[m] = h
-                m += 1
-                h = _ZERO
-            else:
-                open_word = True
+                unit_start = -1
+        elif char_mode:
+            units[m] = _unit_hash(data, i, i + step)
+            m += 1
+        elif unit_start < 0:
+            unit_start = i
         i += step
-    if open_word:
-        units[m] = h
+    if unit_start >= 0:
+        units[m] = _unit_hash(data, unit_start, end)
         m += 1
     return m
 
@@ -215,20 +242,47 @@ def _signature(buf, count, a, b, out, d):
         out[d, j] = lowest
 
 
+@njit(cache=True, inline="always")
+def _signature_progression(buf, count, a0, b0, da, db, num_perm, v, w, out, d):
+    """_signature for a_j = a0 + j*da, b_j = b0 + j*db: v_i = a_j*h_i + b_j is carried from j to j+1
+    by v_i += w_i (w_i = da*h_i + db), one modular addition instead of a multiplication; the values
+    are the same residues, exactly."""
+    for i in range(count):
+        h = reduce61(buf[i])
+        v[i] = addmod61(mulmod61(a0, h), b0)
+        w[i] = addmod61(mulmod61(da, h), db)
+    for j in range(num_perm):
+        lowest = _P
+        for i in range(count):
+            x = v[i]
+            lowest = min(lowest, x)
+            x += w[i]                    # < 2p: one conditional subtraction reduces it
+            v[i] = x - _P if x >= _P else x
+        out[d, j] = lowest
+
+
 @njit(parallel=True, cache=True)
-def _minhash_chunks(data, offsets, cjk, a, b, word_k, char_k, sep_table, bounds, out):
-    """Signatures of all documents; chunk c (documents bounds[c]..bounds[c+1]) per parallel task."""
+def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, bounds, out):
+    """Signatures of all documents; chunk c (documents bounds[c]..bounds[c+1]) per parallel task.
+    steps = [da, db] when (a, b) are progressions (fast path), else empty."""
+    progression = steps.shape[0] == 2
     for c in prange(bounds.shape[0] - 1):
         d0, d1 = bounds[c], bounds[c + 1]
         longest = 1
         for d in range(d0, d1):
             longest = max(longest, np.int64(offsets[d + 1] - offsets[d]))
         buf = np.empty(longest, dtype=np.uint64)  # one scratch per chunk, not per document
+        v = np.empty(longest if progression else 1, dtype=np.uint64)
+        w = np.empty(longest if progression else 1, dtype=np.uint64)
         for d in range(d0, d1):
             k = char_k if cjk[d] else word_k
             count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
                                   k, sep_table, buf)
-            _signature(buf, count, a, b, out, d)
+            if progression:
+                _signature_progression(buf, count, a[0], b[0], steps[0], steps[1], a.shape[0], v, w,
+                                       out, d)
+            else:
+                _signature(buf, count, a, b, out, d)
 
 
 @njit(parallel=True, cache=True)
@@ -286,13 +340,36 @@ def _check_permutations(a, b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def minhash_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b), num_perm each, uint64: a uniform in [1, p-1], b in [0, p-1]; fixed by the seed."""
+    """(a, b), num_perm each, uint64, fixed by the seed: a_j = a0 + j*da, b_j = b0 + j*db (mod p).
+
+    a0, da uniform in [1, p-1], b0, db in [0, p-1] (``np.random.default_rng(seed)``); redrawn in the
+    (~2^-54) case that some a_j is 0. Every permutation is still exactly (a_j*h + b_j) mod p; the
+    progression lets the CPU twin step from permutation j to j+1 with one modular addition per
+    shingle instead of a modular multiplication (see _signature_progression). Estimates are as
+    good as with independent draws (z-scores of the Jaccard estimate have std 1.0 either way on
+    1,500 pairs x 5 seeds; tests/test_kernels_minhash.py checks bias and spread).
+    """
     if num_perm < 1:
         raise ValueError(f"num_perm must be >= 1, got {num_perm}")
     rng = np.random.default_rng(seed)
-    a = rng.integers(1, P61, size=num_perm, dtype=np.uint64)  # high end excluded: a <= p - 1
-    b = rng.integers(0, P61, size=num_perm, dtype=np.uint64)
-    return a, b
+    while True:
+        a0, da = (int(x) for x in rng.integers(1, P61, size=2, dtype=np.uint64))
+        b0, db = (int(x) for x in rng.integers(0, P61, size=2, dtype=np.uint64))
+        a = np.array([(a0 + j * da) % P61 for j in range(num_perm)], dtype=np.uint64)
+        if (a != 0).all():
+            b = np.array([(b0 + j * db) % P61 for j in range(num_perm)], dtype=np.uint64)
+            return a, b
+
+
+def _progression_steps(a: np.ndarray, b: np.ndarray) -> tuple[int, int] | None:
+    """(da, db) when a and b are arithmetic progressions mod p (as minhash_permutations makes), else None."""
+    if a.shape[0] < 2:
+        return 0, 0
+    da, db = (int(a[1]) - int(a[0])) % P61, (int(b[1]) - int(b[0])) % P61
+    j = np.arange(a.shape[0], dtype=object)
+    ok = ((int(a[0]) + j * da) % P61 == a.astype(object)).all() and \
+        ((int(b[0]) + j * db) % P61 == b.astype(object)).all()
+    return (da, db) if ok else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,7 +403,9 @@ def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3) -> n
     out = np.empty((n_docs, a.shape[0]), dtype=np.uint64)
     if n_docs:
         bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
-        _minhash_chunks(data, offsets, flags, a, b, np.int64(word_k), np.int64(char_k),
+        steps = _progression_steps(a, b)
+        steps = np.array(steps if steps is not None else [], dtype=np.uint64)
+        _minhash_chunks(data, offsets, flags, a, b, steps, np.int64(word_k), np.int64(char_k),
                         _SEP_TABLE, bounds, out)
     return out
 

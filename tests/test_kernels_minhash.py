@@ -536,3 +536,20 @@ def test_gpu_convenience_path_and_empty_inputs():
     assert mh.minhash_gpu(np.empty(0, np.uint8), np.zeros(1, np.int32), 0, a, b).shape == (0, 8)
     got = mh.minhash_gpu(np.empty(0, np.uint8), np.zeros(4, np.int64), 0, a, b).get()
     assert (got == mh.EMPTY).all()
+
+
+def test_independent_permutations_take_the_general_path_and_agree():
+    """(a, b) that are not progressions run the one-multiply-per-permutation path: same definition."""
+    rng = random.Random(21)
+    gen = np.random.default_rng(21)
+    a = gen.integers(1, P, size=16, dtype=np.uint64)
+    b = gen.integers(0, P, size=16, dtype=np.uint64)
+    assert mh._progression_steps(a, b) is None
+    pa_, pb_ = mh.minhash_permutations(16, seed=3)
+    assert mh._progression_steps(pa_, pb_) is not None
+    docs, cjk = _mixed(rng, 200, 300)
+    data, offsets = buffers_of(docs, np.int64)
+    for aa, bb in ((a, b), (pa_, pb_)):
+        got = mh.minhash_cpu(data, offsets, cjk, aa, bb)
+        for i in range(0, 200, 17):
+            assert got[i].tolist() == signature_ref(docs[i], bool(cjk[i]), aa, bb)
