@@ -29,6 +29,8 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) profiling/bench_text_hash.py
+	$(PY) profiling/bench_minhash_kernel.py --docs 5000
+	$(PY) profiling/near_dedup_quality.py --docs 2000
 
 clean:
 	rm -rf runs data/synthetic
