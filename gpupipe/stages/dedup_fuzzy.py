@@ -117,10 +117,16 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 def star_edges(keys: pd.DataFrame) -> pd.DataFrame:
     """Rows (band, hash, doc_index) → edges from every doc of a (band, hash) bucket to its first doc."""
-    keys = keys.sort_values(["band", "hash", "doc_index"], kind="stable")
-    first = keys.groupby(["band", "hash"], sort=False)["doc_index"].transform("first")
-    e = pd.DataFrame({"u": first.to_numpy(), "v": keys["doc_index"].to_numpy()})
-    return e[e["u"] != e["v"]].drop_duplicates()
+    band = keys["band"].to_numpy(np.int64)
+    hashes = keys["hash"].to_numpy(np.uint64)
+    doc = keys["doc_index"].to_numpy(np.int64)
+    order = np.lexsort((doc, hashes, band))
+    band, hashes, doc = band[order], hashes[order], doc[order]
+    first_row = np.ones(len(doc), dtype=bool)
+    first_row[1:] = (band[1:] != band[:-1]) | (hashes[1:] != hashes[:-1])
+    start = np.maximum.accumulate(np.where(first_row, np.arange(len(doc)), 0))  # each row's bucket start
+    member = ~first_row
+    return pd.DataFrame({"u": doc[start][member], "v": doc[member]}).drop_duplicates(ignore_index=True)
 
 
 @njit(cache=True)
