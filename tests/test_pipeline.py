@@ -17,8 +17,8 @@ from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
 from gpupipe.run.pipeline import check_conservation
 
-STAGE_NAMES = ["read", "extract", "normalize", "langid", "doc_filter", "exact_dedup", "fuzzy_dedup", "tokenize",
-               "pack"]
+STAGE_NAMES = ["read", "extract", "normalize", "langid", "doc_filter", "pii", "exact_dedup", "fuzzy_dedup",
+               "tokenize", "pack"]
 
 
 def run_ok(cfg: Path) -> dict:
@@ -77,7 +77,7 @@ def test_ground_truth_exact_duplicates_removed(default_run, synth_crawl):
     """Every exact duplicate page that reached dedup is removed, and its original (first in input) is kept."""
     run, _ = default_run
     truth = {t["record_id"]: t for t in map(json.loads, open(synth_crawl["truth"], encoding="utf-8"))}
-    dedup = run / "stages" / "05-exact_dedup"
+    dedup = run / "stages" / "06-exact_dedup"
     rejects = pd.concat([pd.read_parquet(p) for p in sorted((dedup / "rejects").glob("*.parquet"))])
     removed = set(rejects.loc[rejects["reason"] == "exact_duplicate", "id"])
     entered = set(pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(run / "stages/04-doc_filter")])["id"])
@@ -97,7 +97,7 @@ def test_langid_and_filters_on_ground_truth(default_run, synth_crawl):
     langid = pd.concat([pd.read_parquet(p) for p in part_paths(run / "stages/03-langid")])
     agree = np.mean([truth[i]["lang"] == lang for i, lang in zip(langid["id"], langid["lang"])])
     assert agree >= 0.95
-    final = pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(run / "stages/05-exact_dedup")])
+    final = pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(run / "stages/06-exact_dedup")])
     spam_kept = sum(truth[i]["kind"] == "spam" for i in final["id"])
     spam_total = sum(t["kind"] == "spam" for t in truth.values())
     assert spam_kept < spam_total / 2, "the first document filter should drop most synthetic spam"
@@ -159,3 +159,15 @@ def test_resume_after_killed_run(config_file, tmp_path, default_run):
     assert resumed[:3] == ["read", "extract", "normalize"]
     assert shard_bytes(out) == shard_bytes(default_run[0])
     assert stats["conservation_ok"]
+
+
+def test_planted_pii_is_redacted(default_run, synth_crawl):
+    run, stats = default_run
+    truth = {t["record_id"]: t for t in map(json.loads, open(synth_crawl["truth"], encoding="utf-8"))}
+    out = pd.concat([pd.read_parquet(p, columns=["id", "text"]) for p in part_paths(run / "stages/05-pii")])
+    pii_pages = [(t, truth[i]) for i, t in zip(out["id"], out["text"]) if truth[i]["pii"]]
+    assert pii_pages, "some PII pages should survive the filters"
+    for text, t in pii_pages:
+        assert not any(s in text for s in t["pii"]), t["record_id"]
+    pii = next(s for s in stats["stages"] if s["name"] == "pii")
+    assert pii["extra"]["docs_with_pii"] >= len(pii_pages)
