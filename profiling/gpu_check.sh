@@ -60,5 +60,9 @@ echo "== benchmark: minhash (kernel only, num_perm=128; exits non-zero on a CPU/
 timeout 120 "$PY" profiling/bench_minhash_kernel.py --docs 20000 || status=$?
 
 echo
+echo "== loader: DLPack hand-off (zero copy, stream safety, H2D throughput)"
+timeout 120 "$PY" profiling/gpu_dlpack_check.py || status=$?
+
+echo
 echo "gpu_check: exit status $status"
 exit "$status"
