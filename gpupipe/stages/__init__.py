@@ -15,11 +15,13 @@ from gpupipe.stages.langid import LangId
 from gpupipe.stages.normalize import Normalize
 from gpupipe.stages.pack import Pack
 from gpupipe.stages.pii import PiiRedactor
+from gpupipe.stages.line_filter import LineFilter
+from gpupipe.stages.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
-                                  (Extract, Normalize, LangId, DocFilter, PiiRedactor, ExactDedup, FuzzyDedup,
-                                            Tokenize, Pack)}
+                                  (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, PiiRedactor,
+                                            UrlDedup, ExactDedup, FuzzyDedup, Tokenize, Pack)}
 
 # Which stage must come right before another (they read its output files).
 REQUIRES_BEFORE = {"pack": "tokenize"}
