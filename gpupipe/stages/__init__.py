@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from gpupipe.stages.base import MapStage, RunContext, Stage
 from gpupipe.stages.dedup_exact import ExactDedup
 from gpupipe.stages.dedup_fuzzy import FuzzyDedup
+from gpupipe.stages.dedup_substring import SubstringDedup
 from gpupipe.stages.doc_filter import DocFilter
 from gpupipe.stages.extract import Extract
 from gpupipe.stages.langid import LangId
@@ -21,7 +22,7 @@ from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, PiiRedactor,
-                                            UrlDedup, ExactDedup, FuzzyDedup, Tokenize, Pack)}
+                                            UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Tokenize, Pack)}
 
 # Which stage must come right before another (they read its output files).
 REQUIRES_BEFORE = {"pack": "tokenize"}
