@@ -85,6 +85,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
                   f"and ground truth {summary['truth']}")
     console.print(f"kinds: {summary['by_kind']}")
     console.print(f"languages: {summary['by_lang']}")
+    console.print(f"benchmark items for decontamination: {summary['benchmark']} "
+                  f"({summary['leaks']} planted leaks, {summary['syndicated']} pages with a syndicated paragraph)")
     return 0
 
 
@@ -156,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--bands", type=int, help="evaluate these bands (with --rows) instead of choosing")
     m.add_argument("--rows", type=int)
     m.set_defaults(fn=cmd_minhash_params)
+
+    from gpupipe.stages.decontam import add_decontam_index_parser
+
+    add_decontam_index_parser(sub)
     return p
 
 

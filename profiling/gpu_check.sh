@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one script to run on a GPU machine, from anywhere in the repo: machine info, the kernel
-# tests (GPU parity included), then the benchmarks (text_hash, minhash). Needs only python3 with
-# numpy, numba, pyarrow and cupy (pytest, pandas, xxhash used when present). Whole run: well under
-# 5 minutes.
+# tests (GPU parity included), then the benchmarks (text_hash, minhash, ngram_hash). Needs only
+# python3 with numpy, numba, pyarrow and cupy (pytest, pandas, xxhash used when present). Whole
+# run: well under 5 minutes.
 # With $OUT set, everything printed is also written to $OUT/gpu_check.txt.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,6 +58,10 @@ timeout 200 "$PY" profiling/bench_text_hash.py --chunks 4 || status=$?
 echo
 echo "== benchmark: minhash (kernel only, num_perm=128; exits non-zero on a CPU/GPU mismatch)"
 timeout 120 "$PY" profiling/bench_minhash_kernel.py --docs 20000 || status=$?
+
+echo
+echo "== benchmark: ngram_hash (decontamination lookup, kernel only; exits non-zero on a CPU/GPU mismatch)"
+timeout 90 "$PY" profiling/bench_decontam.py --kernel-only --docs 20000 || status=$?
 
 echo
 echo "== loader: DLPack hand-off (zero copy, stream safety, H2D throughput)"

@@ -52,6 +52,7 @@ def test_deterministic(tmp_path):
         return Path(path).read_bytes()
 
     assert read(a["warc"]) == read(b["warc"]) and read(a["truth"]) == read(b["truth"])
+    assert read(a["benchmark"]) == read(b["benchmark"]) and a["benchmark"].endswith("x.benchmark.jsonl")
     assert read(a["warc"]) != read(c["warc"]) and read(a["truth"]) != read(c["truth"])
     assert a["truth"].endswith("x.truth.jsonl") and a["pages"] == 60
 
@@ -241,3 +242,33 @@ def test_generation_is_fast(tmp_path):
     start = time.perf_counter()
     write_synthetic_crawl(tmp_path / "fast.warc.gz", docs=400, seed=7)
     assert time.perf_counter() - start < 5
+
+
+def test_planted_benchmark_leaks(crawl):
+    summary, truth, _ = crawl
+    with open(summary["benchmark"], encoding="utf-8") as fh:
+        items = {(r["benchmark"], r["item_id"]): r for r in map(json.loads, fh)}
+    assert {b for b, _ in items} == {"gsm8k_synth", "mmlu_synth", "cmath_synth"} and len(items) >= 60
+    assert all(isinstance(t["leaks"], list) and isinstance(t["repeated_paragraphs"], list) for t in truth)
+    leaking = [t for t in truth if t["leaks"]]
+    assert len(leaking) == summary["leaks"] >= 6 and {t["lang"] for t in leaking} == {"en", "zh"}
+    for t in leaking:
+        assert t["kind"] == "clean" and not t["repeated_paragraphs"]
+        for leak in t["leaks"]:
+            question = items[(leak["benchmark"], leak["item_id"])]["question"]
+            # present up to case, punctuation and whitespace
+            squash = lambda s: re.sub(r"[\W_]+", "", s.lower())  # noqa: E731
+            assert squash(question) in squash(t["main_text"]), (leak, t["main_text"])
+    assert all(not t["leaks"] for t in truth if t["kind"] != "clean")
+
+
+def test_planted_repeated_paragraphs(crawl):
+    summary, truth, _ = crawl
+    hosts = [t for t in truth if t["repeated_paragraphs"]]
+    assert len(hosts) == summary["syndicated"] and 0.01 <= len(hosts) / summary["pages"] <= 0.03
+    copies = Counter(p for t in hosts for p in t["repeated_paragraphs"])
+    assert len(copies) >= 2 and all(n >= 2 for n in copies.values())
+    for t in hosts:
+        assert t["kind"] == "clean"
+        for p in t["repeated_paragraphs"]:
+            assert len(p.encode()) >= 400 and p in t["main_text"].split("\n\n")

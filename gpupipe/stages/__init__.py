@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpupipe.stages.base import MapStage, RunContext, Stage
+from gpupipe.stages.decontam import Decontaminate
 from gpupipe.stages.dedup_exact import ExactDedup
 from gpupipe.stages.dedup_fuzzy import FuzzyDedup
 from gpupipe.stages.dedup_substring import SubstringDedup
@@ -22,7 +23,8 @@ from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, PiiRedactor,
-                                            UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Tokenize, Pack)}
+                                            UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
+                                            Pack)}
 
 # Which stage must come right before another (they read its output files).
 REQUIRES_BEFORE = {"pack": "tokenize"}

@@ -5,6 +5,12 @@ wrapped in boilerplate, non-HTML payloads, 404s and redirects) plus a JSONL file
 says, for every record, what a perfect pipeline should conclude about it: its kind
 (clean / exact_duplicate / near_duplicate / spam / pii / non-page kinds), language,
 main text, duplicate source and inserted PII.
+
+A few clean pages also quote an item of the crawl's own benchmark file (written beside it, see
+gpupipe/synth/benchmark.py) verbatim or with a trivial change (case, punctuation, whitespace): truth
+field `leaks`. A few others carry one of a handful of long boilerplate paragraphs copied verbatim
+across pages: truth field `repeated_paragraphs`. Both are planted with their own RNG after the pages
+are made, on clean pages that no duplicate copies, so every other page's text stays as it was.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import html
 import json
 import os
 import random
+import re
 import struct
 import uuid
 import zlib
@@ -28,6 +35,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from gpupipe.synth import text as T
+from gpupipe.synth.benchmark import benchmark_records, write_benchmark
 
 KIND_SHARES = {"exact_duplicate": 0.08, "near_duplicate": 0.08, "spam": 0.10, "pii": 0.09}  # rest: clean
 LANG_SHARES = {"en": 0.40, "zh": 0.30, "fr": 0.08, "de": 0.08, "es": 0.08, "ru": 0.06}
@@ -36,6 +44,8 @@ LEGACY_CHARSETS = (("fr", "ISO-8859-1"), ("fr", "ISO-8859-1"), ("ru", "windows-1
 REQUEST_RATE = 0.25  # share of responses preceded by their request record
 USER_AGENT = "Mozilla/5.0 (compatible; gpupipe-synth/1.0)"
 SECTIONS = ("news", "blog", "article", "story", "posts", "magazine")
+LEAK_SHARE = 0.02         # clean pages quoting a benchmark item (at least 3)
+SYNDICATED_SHARE = 0.02   # clean pages carrying a copied boilerplate paragraph (at least 4)
 
 
 @dataclass
@@ -50,6 +60,8 @@ class Page:
     pii: list[str] = field(default_factory=list)
     charset: str = "utf-8"
     record_id: str = ""
+    leaks: list[dict] = field(default_factory=list)  # [{"benchmark", "item_id"}]
+    repeated_paragraphs: list[str] = field(default_factory=list)
 
     @property
     def main_text(self) -> str:
@@ -124,6 +136,58 @@ def _make_pages(docs: int, rng: random.Random) -> list[Page]:
         if candidates:
             candidates[0].charset = charset
     return pages
+
+
+# ---------------------------------------------------------------------------- planted leaks, boilerplate
+def _plant(pages: list[Page], seed: int) -> None:
+    """Benchmark leaks and syndicated paragraphs on clean UTF-8 pages that no duplicate copies."""
+    rng = random.Random(f"{seed}/plants")
+    copied = {id(p.duplicate_of) for p in pages if p.duplicate_of is not None}
+    hosts = [p for p in pages if p.kind == "clean" and id(p) not in copied and p.charset == "utf-8"]
+    rng.shuffle(hosts)
+    _plant_leaks(hosts, max(3, round(len(pages) * LEAK_SHARE)), rng)
+    _plant_syndicated([p for p in hosts if not p.leaks], max(4, round(len(pages) * SYNDICATED_SHARE)), rng)
+
+
+def _leak_text(rec: dict, rng: random.Random) -> str:
+    """How a benchmark item shows up on a page: the question, maybe with its choices or solution."""
+    if "choices" in rec:
+        style = rng.choice(("({letter}) {c}", "{letter}) {c}", "{letter}. {c}"))
+        choices = " ".join(style.format(letter="ABCD"[i], c=c) for i, c in enumerate(rec["choices"]))
+        return f"{rec['question']} {choices}"
+    if rng.random() < 0.5:
+        return rec["question"]
+    solution = re.sub(r"<<[^<>]*>>", "", rec["answer"])  # solution pages show no calculator notes
+    solution = " ".join(line for line in solution.splitlines() if not line.startswith("####"))
+    return f"{rec['question']} {solution}"
+
+
+def _plant_leaks(hosts: list[Page], count: int, rng: random.Random) -> None:
+    records = benchmark_records()
+    pools = {"en": [r for r in records if r["benchmark"] != "cmath_synth"],
+             "zh": [r for r in records if r["benchmark"] == "cmath_synth"]}
+    by_lang = {code: [p for p in hosts if p.lang == code] for code in pools}
+    n_zh = min(len(by_lang["zh"]), max(1, count // 3))
+    for code, n in (("en", count - n_zh), ("zh", n_zh)):
+        chosen = rng.sample(pools[code], min(n, len(by_lang[code]), len(pools[code])))
+        for variant, (page, rec) in enumerate(zip(by_lang[code], chosen)):
+            lead = rng.choice(T.LEAK_LEADINS[code])
+            quote = lead + T.leak_variant(_leak_text(rec, rng), variant, code)
+            page.paragraphs.insert(rng.randint(0, len(page.paragraphs)), quote)
+            page.leaks.append({"benchmark": rec["benchmark"], "item_id": rec["item_id"]})
+
+
+def _plant_syndicated(hosts: list[Page], count: int, rng: random.Random) -> None:
+    """Each paragraph used goes on at least two pages of its language."""
+    paragraphs = [(code, text) for code, texts in T.SYNDICATED_PARAGRAPHS.items() for text in texts]
+    per_paragraph = max(2, count // len(paragraphs))
+    for code, text in paragraphs:
+        pages = [p for p in hosts if p.lang == code and not p.repeated_paragraphs][:per_paragraph]
+        if len(pages) < 2:
+            continue
+        for page in pages:
+            page.paragraphs.insert(rng.randint(1, len(page.paragraphs)), text)
+            page.repeated_paragraphs.append(text)
 
 
 # ---------------------------------------------------------------------------- HTML
@@ -359,6 +423,7 @@ def _page_response(page: Page, date: datetime, rng: random.Random) -> Record:
 
 def _build_records(docs: int, seed: int, rng: random.Random) -> list[Record]:
     pages = _make_pages(docs, rng)
+    _plant(pages, seed)
     slots: list[Page | _Extra] = list(pages)
     for extra in _extras(docs, rng):  # keeps pages in order, so sources precede duplicates
         slots.insert(rng.randint(1, len(slots)), extra)
@@ -419,20 +484,26 @@ def _truth(rec: Record) -> dict:
         "main_text": page.main_text if page else None,
         "duplicate_of": page.duplicate_of.record_id if page and page.duplicate_of else None,
         "pii": list(page.pii) if page else [],
+        "leaks": list(page.leaks) if page else [],
+        "repeated_paragraphs": list(page.repeated_paragraphs) if page else [],
     }
 
 
 def write_synthetic_crawl(out_path: str | os.PathLike, docs: int = 400, seed: int = 0) -> dict:
-    """Write a real gzip-per-record WARC file at out_path (.warc.gz) and a ground-truth JSONL beside it
-    (out_path with '.warc.gz' replaced by '.truth.jsonl'). Returns a summary dict: {"warc": path,
-    "truth": path, "records": N_total_warc_records, "pages": N_html_pages, "by_kind": {kind: count},
-    "by_lang": {lang: count}}. The same (docs, seed) always gives byte-identical files."""
+    """Write a real gzip-per-record WARC file at out_path (.warc.gz), a ground-truth JSONL beside it
+    (out_path with '.warc.gz' replaced by '.truth.jsonl') and the benchmark whose items some pages
+    leak ('.benchmark.jsonl'). Returns a summary dict: {"warc": path, "truth": path, "benchmark": path,
+    "records": N_total_warc_records, "pages": N_html_pages, "by_kind": {kind: count},
+    "by_lang": {lang: count}, "leaks": N_pages_with_leaks, "syndicated": N_pages_with_a_repeated_paragraph}.
+    The same (docs, seed) always gives byte-identical files."""
     warc_path = Path(out_path)
     if not warc_path.name.endswith(".warc.gz"):
         raise ValueError(f"out_path must end with .warc.gz: {warc_path}")
     if docs < 1:
         raise ValueError("docs must be >= 1")
-    truth_path = warc_path.with_name(warc_path.name[: -len(".warc.gz")] + ".truth.jsonl")
+    stem = warc_path.name[: -len(".warc.gz")]
+    truth_path = warc_path.with_name(stem + ".truth.jsonl")
+    benchmark_path = warc_path.with_name(stem + ".benchmark.jsonl")
     records = _build_records(docs, seed, random.Random(seed))
     warc_path.parent.mkdir(parents=True, exist_ok=True)
     with open(warc_path, "wb") as fh:
@@ -440,12 +511,16 @@ def write_synthetic_crawl(out_path: str | os.PathLike, docs: int = 400, seed: in
     with open(truth_path, "w", encoding="utf-8") as fh:
         for rec in records:
             fh.write(json.dumps(_truth(rec), sort_keys=True, ensure_ascii=False) + "\n")
+    write_benchmark(benchmark_path)
     pages = [rec.page for rec in records if rec.page]
     return {
         "warc": str(warc_path),
         "truth": str(truth_path),
+        "benchmark": str(benchmark_path),
         "records": len(records),
         "pages": len(pages),
         "by_kind": dict(sorted(Counter(rec.kind for rec in records).items())),
         "by_lang": dict(sorted(Counter(page.lang for page in pages).items())),
+        "leaks": sum(bool(page.leaks) for page in pages),
+        "syndicated": sum(bool(page.repeated_paragraphs) for page in pages),
     }

@@ -937,3 +937,53 @@ def near_duplicate(text: str, code: str, rng: random.Random) -> str:
             del tokens[j]
     edited = "\n\n".join(sep.join(tokens) for tokens in paragraphs)
     return edited if edited != text else near_duplicate(text, code, rng)  # edits that cancel out
+
+
+# ---------------------------------------------------------------------------- planted leaks and boilerplate
+# Long paragraphs that sites paste into article bodies (author bios, house notes). A few pages of the
+# crawl carry one of them verbatim, so substring dedup has repeated spans of >= 400 bytes to find.
+SYNDICATED_PARAGRAPHS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "About the author: Morgan Ellery has covered science, travel and food for regional newspapers for "
+        "more than fifteen years. Before turning to journalism, Morgan worked as a field assistant on "
+        "coastal research projects and still spends most summers walking the shoreline with a notebook. "
+        "Morgan's reporting has been recognized by several regional press associations, and this column "
+        "appears every other week on partner sites across the network.",
+        "Editor's note: This article is part of our weekly series in which readers send in questions and "
+        "our reporters go looking for answers. We check every claim with at least two independent sources "
+        "before publication, and we correct mistakes openly at the end of the piece. If you have noticed "
+        "something in your own town that deserves a closer look, our editors read every suggestion and "
+        "answer as many as they can in the following issue.",
+    ),
+    "zh": (
+        "编者按：本文是我们每周读者来信栏目的一部分。读者把身边遇到的问题寄给编辑部，记者再去实地走访，寻找答案。"
+        "每一篇稿件在发表之前，我们都会向至少两个独立的来源核实其中的说法；如果发现错误，我们会在文章末尾公开更正。"
+        "如果您在自己生活的城市里发现了值得关注的事情，欢迎随时告诉我们，编辑会认真阅读每一条建议。",
+    ),
+}
+
+LEAK_LEADINS: dict[str, tuple[str, ...]] = {
+    "en": ("", "", "Here is a practice problem from last week's worksheet: ",
+           "A reader sent us this question from a quiz: ", "Try this one yourself. "),
+    "zh": ("", "下面是一道练习题：", "有读者发来这样一道题："),
+}
+
+_ASCII_PUNCT = str.maketrans("", "", ",.?!;:$")
+_ZH_PUNCT_TO_ASCII = str.maketrans({"，": ",", "。": ".", "？": "?", "：": ":", "（": "(", "）": ")", "！": "!"})
+
+
+def leak_variant(text: str, variant: int, code: str) -> str:
+    """A copy of a benchmark item with a trivial change that the decontamination normalization
+    undoes: none, case, punctuation, whitespace (by `variant`, cycling)."""
+    if code == "zh":
+        changes = (lambda t: t,
+                   lambda t: t.translate(_ZH_PUNCT_TO_ASCII),
+                   lambda t: " ".join(t),                                 # a space between characters
+                   lambda t: re.sub(r"[，。？：！]", "", t))
+    else:
+        changes = (lambda t: t,
+                   lambda t: t.lower(),
+                   lambda t: t.translate(_ASCII_PUNCT),
+                   lambda t: t.upper(),
+                   lambda t: t.replace(" ", "  ").replace(". ", " - "))
+    return changes[variant % len(changes)](text)
