@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gpupipe.stages.decontam import add_decontam_index_parser
 
     add_decontam_index_parser(sub)
+
+    from gpupipe.stages.model_quality import add_train_quality_parser
+
+    add_train_quality_parser(sub)
     return p
 
 

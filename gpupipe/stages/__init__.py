@@ -18,11 +18,13 @@ from gpupipe.stages.normalize import Normalize
 from gpupipe.stages.pack import Pack
 from gpupipe.stages.pii import PiiRedactor
 from gpupipe.stages.line_filter import LineFilter
+from gpupipe.stages.model_quality import PerplexityFilter, QualityClassifier
 from gpupipe.stages.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
-                                  (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, PiiRedactor,
+                                  (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityClassifier,
+                                            PerplexityFilter, PiiRedactor,
                                             UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
                                             Pack)}
 

@@ -3,10 +3,17 @@
 `normalize_text` is the reference, one string at a time; `normalize_array` does the same on a whole column with
 Arrow's compute kernels, and a property test holds them equal. One departure from the seed: it deletes every
 character below U+0020 but "\n", which glues words separated by a tab; here a tab is whitespace like a space.
+
+Optional mojibake repair (`fix_mojibake`): UTF-8 text that was decoded as Latin-1/cp1252 ("Ã©tÃ©" for "été",
+"â€™" for "’") is re-decoded by ftfy. ftfy is slow (pure Python), so an Arrow regex first picks the documents
+that contain the tell-tale pair, a UTF-8 lead byte read as Latin-1 followed by a continuation byte read as
+Latin-1/cp1252, and only those go through ftfy; it runs first, before the control characters (the C1 range that
+Latin-1 mojibake contains) are deleted.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Literal
 
@@ -23,9 +30,25 @@ def _is_control(ch: str) -> bool:
     return (o < 0x20 and ch not in "\n\t") or 0x7F <= o <= 0x9F
 
 
-def normalize_text(text: str, form: str = "NFC", keep_paragraphs: bool = False) -> str:
-    """The reference: NFC, unified newlines, no control characters, whitespace folded, blank lines dropped
-    (or, with keep_paragraphs, runs of blank lines kept as one paragraph break)."""
+# cp1252's printable characters for bytes 0x80-0x9F (Latin-1 reads these bytes as C1 controls instead).
+_CP1252_HIGH = "€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"
+# A UTF-8 lead byte (0xC2-0xF4) then a continuation byte (0x80-0xBF), both seen as Latin-1/cp1252 characters.
+# The string holds the characters themselves (not regex escapes): Python's `re` and Arrow's RE2 read it alike.
+MOJIBAKE_HINT = f"[\u00c2-\u00f4][\u0080-\u00bf{_CP1252_HIGH}]"
+_MOJIBAKE_HINT_RE = re.compile(MOJIBAKE_HINT)
+
+
+def fix_mojibake_text(text: str) -> str:
+    """ftfy's encoding repair only (no quote uncurling, no NFKC-like width fixes: the rest is ours to decide)."""
+    import ftfy
+
+    return ftfy.fix_encoding(text) if _MOJIBAKE_HINT_RE.search(text) else text
+
+
+def normalize_text(text: str, form: str = "NFC", keep_paragraphs: bool = False, fix_mojibake: bool = False) -> str:
+    """The reference: (mojibake repaired,) NFC, unified newlines, no control characters, whitespace folded, blank
+    lines dropped (or, with keep_paragraphs, runs of blank lines kept as one paragraph break)."""
+    text = fix_mojibake_text(text) if fix_mojibake else text
     text = unicodedata.normalize(form, text) if form != "none" else text
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = "".join(ch for ch in text if not _is_control(ch))
@@ -47,7 +70,21 @@ _CONTROL = r"[\x00-\x08\x0b-\x1f\x7f-\x{9f}]"
 _SPACE_RUN = r"[\t\p{Zs}\x{2028}\x{2029}]+"
 
 
-def normalize_array(arr: pa.Array, form: str = "NFC", keep_paragraphs: bool = False) -> pa.Array:
+def fix_mojibake_array(arr: pa.Array) -> pa.Array:
+    """ftfy on the documents the vectorized prefilter flags; every other string is left as it is."""
+    import ftfy
+
+    flagged = pc.match_substring_regex(arr, MOJIBAKE_HINT).fill_null(False)
+    if not pc.any(flagged).as_py():
+        return arr
+    fixed = [ftfy.fix_encoding(t) for t in arr.filter(flagged).to_pylist()]
+    return pc.replace_with_mask(arr, flagged, pa.array(fixed, type=arr.type))
+
+
+def normalize_array(arr: pa.Array, form: str = "NFC", keep_paragraphs: bool = False,
+                    fix_mojibake: bool = False) -> pa.Array:
+    if fix_mojibake:
+        arr = fix_mojibake_array(arr)
     if form != "none":
         arr = pc.utf8_normalize(arr, form)
     arr = pc.replace_substring_regex(arr, r"\r\n?", "\n")
@@ -64,15 +101,24 @@ def normalize_array(arr: pa.Array, form: str = "NFC", keep_paragraphs: bool = Fa
 class NormalizeConfig(Strict):
     form: Literal["NFC", "NFKC", "none"] = "NFC"
     keep_paragraphs: bool = False
+    fix_mojibake: bool = False          # ftfy's encoding repair, on prefiltered documents only (needs ftfy)
 
 
 class Normalize(MapStage):
     name = "normalize"
     Config = NormalizeConfig
 
+    def setup(self) -> None:
+        if self.config.fix_mojibake:
+            try:
+                import ftfy  # noqa: F401
+            except ImportError as e:
+                raise ImportError("normalize: `fix_mojibake: true` needs the ftfy package "
+                                  "(pip install 'ftfy>=6.1')") from e
+
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
-        out = normalize_array(arr, self.config.form, self.config.keep_paragraphs)
+        out = normalize_array(arr, self.config.form, self.config.keep_paragraphs, self.config.fix_mojibake)
         return df.assign(text=pd.Series(out.to_pylist(), index=df.index, dtype=df["text"].dtype))
 
     def reasons(self, df: pd.DataFrame) -> pd.Series:

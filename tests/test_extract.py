@@ -1,0 +1,102 @@
+"""Extraction with real trafilatura and real resiliparse: the two extractors, their options, and counted failures."""
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from gpupipe.stages.base import RunContext
+from gpupipe.stages.extract import Extract, ExtractConfig, too_large
+
+PAGE = """<html><head><title>Rivers</title><meta charset="utf-8"></head><body>
+<nav><a href="/">Home</a> <a href="/news">News</a> <a href="/about">About us</a></nav>
+<div class="cookie-banner">We use cookies to improve your experience. Accept all cookies.</div>
+<article><h1>How rivers shape valleys</h1>
+<p>Rivers carve valleys over thousands of years as water erodes rock and carries sediment downstream.</p>
+<p>In mountain regions the slope is steep, so the water moves quickly and cuts deep V-shaped valleys.</p>
+<p>Closer to the sea the land flattens and rivers meander, depositing silt that builds fertile plains.</p>
+<table><tr><th>River</th><th>Length km</th></tr><tr><td>Nile</td><td>6650</td></tr>
+<tr><td>Amazon</td><td>6400</td></tr></table>
+</article><footer>Copyright 2024 Example News. Privacy policy. Terms of use.</footer></body></html>"""
+
+# resiliparse is an optional extra: its cases skip (and say so) where it is not installed.
+needs_resiliparse = pytest.mark.skipif(importlib.util.find_spec("resiliparse") is None,
+                                       reason="resiliparse not installed (optional extractor)")
+EXTRACTORS = ["trafilatura", pytest.param("resiliparse", marks=needs_resiliparse)]
+
+
+def _stage(**params) -> Extract:
+    stage = Extract(ExtractConfig(**params), RunContext())
+    stage.setup()
+    return stage
+
+
+def _frame(htmls: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"id": [f"p{i}" for i in range(len(htmls))], "doc_index": range(len(htmls)),
+                         "url": ["https://example.com/rivers"] * len(htmls), "html": htmls})
+
+
+def test_defaults_are_seed_002_options():
+    cfg = ExtractConfig()
+    assert (cfg.extractor, cfg.favor_precision, cfg.include_tables, cfg.include_comments, cfg.fallback) == \
+        ("trafilatura", True, True, False, True)
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_main_text_kept_boilerplate_dropped(extractor):
+    stage = _stage(extractor=extractor)
+    for _ in range(2):  # twice: no state kept between calls (trafilatura's dedup cache stays off)
+        kept, rejects, stats = stage.run_partition(_frame([PAGE]))
+        text = kept["text"].iloc[0]
+        assert "meander" in text and "How rivers shape valleys" in text
+        assert "cookies" not in text and "Privacy" not in text and "About us" not in text
+        assert "Nile" in text and "6650" in text  # tables kept by default
+        assert (stats.docs_in, stats.docs_out) == (1, 1) and "html" not in kept.columns
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_tables_can_be_left_out(extractor):
+    text = _stage(extractor=extractor, include_tables=False).run_partition(_frame([PAGE]))[0]["text"].iloc[0]
+    assert "meander" in text and "Nile" not in text
+
+
+@needs_resiliparse
+def test_resiliparse_keeps_paragraph_breaks():
+    text = _stage(extractor="resiliparse").run_partition(_frame([PAGE]))[0]["text"].iloc[0]
+    assert "downstream.\n" in text and "\nIn mountain regions" in text
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_failures_are_counted_reasons(extractor):
+    df = _frame([PAGE, "", "<html><body><div></div></body></html>", PAGE.replace("<p>", "<p>" + "x" * 500)])
+    kept, rejects, stats = _stage(extractor=extractor, max_html_bytes=len(PAGE.encode()) + 10).run_partition(df)
+    assert kept["id"].tolist() == ["p0"]
+    assert dict(stats.removed) == {"empty_html": 1, "no_main_text": 1, "html_too_large": 1}
+    assert stats.docs_in == stats.docs_out + sum(stats.removed.values())
+    assert "_why" not in kept.columns and "_why" not in rejects.columns
+
+
+def test_extractor_exception_is_a_reason_not_a_crash():
+    stage = _stage()
+
+    def boom(html, url):
+        raise ValueError("parser exploded")
+    stage._extract = boom
+    kept, rejects, stats = stage.run_partition(_frame([PAGE]))
+    assert len(kept) == 0 and dict(stats.removed) == {"extract_error": 1}
+
+
+def test_keep_html_carries_the_page():
+    kept = _stage(keep_html=True).run_partition(_frame([PAGE]))[0]
+    assert kept["html"].iloc[0] == PAGE
+
+
+def test_too_large_counts_utf8_bytes_not_characters():
+    assert not too_large("é" * 10, 20) and too_large("é" * 11, 20)   # 2 bytes each
+    assert not too_large("a" * 20, 20) and too_large("a" * 21, 20)
+    assert too_large("中" * 7, 20) and not too_large("中" * 6, 20)    # 3 bytes each
+
+
+def test_unknown_extractor_is_a_config_error():
+    with pytest.raises(ValueError):
+        ExtractConfig(extractor="boilerpipe")
