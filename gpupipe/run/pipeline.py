@@ -136,7 +136,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         "conservation_ok": not problems,
         "seconds": round(time.perf_counter() - t_run, 3),
         "curated_dir": str(next(f for f, s in zip(folders[::-1], stages[::-1])
-                                if s.name not in ("tokenize", "pack"))),
+                                if s.name not in ("tokenize", "mixture", "pack"))),
         "shards_dir": str(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
         "stages": stage_stats,
     }

@@ -18,6 +18,7 @@ from gpupipe.stages.normalize import Normalize
 from gpupipe.stages.pack import Pack
 from gpupipe.stages.pii import PiiRedactor
 from gpupipe.stages.line_filter import LineFilter
+from gpupipe.stages.mixture import Mixture
 from gpupipe.stages.model_quality import PerplexityFilter, QualityClassifier
 from gpupipe.stages.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokenize import Tokenize
@@ -26,10 +27,10 @@ STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityClassifier,
                                             PerplexityFilter, PiiRedactor,
                                             UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
-                                            Pack)}
+                                            Mixture, Pack)}
 
 # Which stage must come right before another (they read its output files).
-REQUIRES_BEFORE = {"pack": "tokenize"}
+REQUIRES_BEFORE = {"pack": ("tokenize", "mixture"), "mixture": ("tokenize",)}
 
 
 def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
@@ -50,9 +51,9 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
         except ValidationError as e:
             raise ConfigError(_format_error(e, where, prefix=f"stages.{i}.{name}.")) from None
         prev = next(iter(out[-1])) if out else None
-        if name in REQUIRES_BEFORE and prev != REQUIRES_BEFORE[name]:
+        if name in REQUIRES_BEFORE and prev not in REQUIRES_BEFORE[name]:
             raise ConfigError(f"{where}: key 'stages.{i}': stage '{name}' must come right after "
-                              f"'{REQUIRES_BEFORE[name]}'")
+                              + " or ".join(f"'{s}'" for s in REQUIRES_BEFORE[name]))
         if prev == "pack":
             raise ConfigError(f"{where}: key 'stages.{i}': no stage can follow 'pack'")
         out.append({name: cfg.model_dump(mode="json")})

@@ -6,6 +6,13 @@ hashlib and numpy release the GIL on large buffers. Besides the per-shard bookke
 tokens, sequences, sha256, EOS count, ids < vocab_size) it checks the seed-000 stream
 invariants: one EOS per document, no two adjacent EOS anywhere (across blocks and shards too),
 whole blocks only, and a remainder that is exactly stream_tokens mod seq_len.
+
+A best-fit shard directory (manifest `packing: "bestfit"`, see gpupipe.tokens.bestfit) is checked
+block by block as well: pad id != EOS id; pads only as a block's suffix, right after an EOS; no
+all-pad block; a block that ends inside a document (no EOS, no pad at its end) holds no EOS at all,
+since only documents longer than a block are split and their pieces fill whole blocks; the pad
+count per shard and in total (padding_tokens); tokens = stream_tokens + padding_tokens, nothing
+dropped; EOS count = documents_packed.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ class _ShardScan:
     first_is_eos: bool = False
     last_is_eos: bool = False
     tokens: int = 0
+    pads: int = 0
 
 
 def verify_shards(shard_dir) -> list[str]:
@@ -93,6 +101,23 @@ def _check_fields(m: dict) -> list[str]:
             problems.append(f"{name}: manifest field 'sha256' missing")
     if _is_int(m.get("seq_len")) and m["seq_len"] == 0:
         problems.append(f"{MANIFEST_FILE}: seq_len is 0")
+    return problems + _check_bestfit_fields(m, shards)
+
+
+def _bestfit(m: dict) -> bool:
+    return m.get("packing") == "bestfit"
+
+
+def _check_bestfit_fields(m: dict, shards: list) -> list[str]:
+    if m.get("packing", "stream") not in ("stream", "bestfit"):
+        return [f"{MANIFEST_FILE}: packing {m.get('packing')!r} is not 'stream' or 'bestfit'"]
+    if not _bestfit(m):
+        return []
+    problems = [f"{MANIFEST_FILE}: field {k!r} missing or not a non-negative integer"
+                for k in ("pad_id", "padding_tokens") if not _is_int(m.get(k))]
+    named = [s for s in shards if isinstance(s, dict) and isinstance(s.get("file"), str)]
+    problems += [f"{s['file']}: manifest field 'pad' missing or not a non-negative integer"
+                 for s in named if not _is_int(s.get("pad"))]
     return problems
 
 
@@ -102,6 +127,11 @@ def _check_header(m: dict) -> list[str]:
         problems.append(f"{MANIFEST_FILE}: eos_id {m['eos_id']} >= vocab_size {m['vocab_size']}")
     if m["vocab_size"] - 1 > np.iinfo(m["dtype"]).max:
         problems.append(f"{MANIFEST_FILE}: vocab_size {m['vocab_size']} does not fit dtype {m['dtype']}")
+    if _bestfit(m):
+        if m["pad_id"] == m["eos_id"]:
+            problems.append(f"{MANIFEST_FILE}: pad_id == eos_id {m['eos_id']} (EOS used as padding)")
+        if m["pad_id"] >= m["vocab_size"]:
+            problems.append(f"{MANIFEST_FILE}: pad_id {m['pad_id']} >= vocab_size {m['vocab_size']}")
     return problems
 
 
@@ -134,8 +164,52 @@ def _scan_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
         scan.problems.append(f"{name}: sha256 mismatch (file {sha.hexdigest()}, manifest {entry['sha256']})")
     if scan.eos != entry["eos"]:
         scan.problems.append(f"{name}: {scan.eos} EOS tokens in the file, manifest says {entry['eos']}")
+    if _bestfit(m) and n:
+        _scan_bestfit_blocks(path, n - n % seq_len, dtype, m, scan, name)
+        if scan.pads != entry["pad"]:
+            scan.problems.append(f"{name}: {scan.pads} pad tokens in the file, manifest says {entry['pad']}")
     scan.readable, scan.tokens = True, n
     return scan
+
+
+def _scan_bestfit_blocks(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, name: str) -> None:
+    """Per-block best-fit rules, on whole blocks read in chunks; see the module docstring."""
+    seq_len, eos, pad = m["seq_len"], m["eos_id"], m["pad_id"]
+    if n == 0:
+        return
+    mm = np.memmap(path, dtype=dtype, mode="r", shape=(n // seq_len, seq_len))
+    step = max(1, CHUNK_TOKENS // seq_len)
+    bad: dict[str, list[int]] = {}  # rule → [count, first block]
+    prev_last = None                # the token ending the previous block
+    for start in range(0, mm.shape[0], step):
+        blocks = np.asarray(mm[start:start + step])
+        is_pad = blocks == pad
+        n_pad = is_pad.sum(axis=1)
+        first_pad = np.where(n_pad > 0, is_pad.argmax(axis=1), seq_len)
+        before = blocks[np.arange(len(blocks)), np.maximum(first_pad - 1, 0)]
+        last = blocks[:, -1]
+        inside_doc = (last != eos) & (last != pad)
+        # the token before each block (EOS stands in before the first: no rule fires on it); an EOS
+        # opening a block must follow a split document's piece, never padding
+        prev = np.concatenate(([eos if prev_last is None else prev_last], last[:-1]))
+        rules = {
+            "pad not only at the block end": (n_pad > 0) & (n_pad != seq_len - first_pad),
+            "all-pad block": n_pad == seq_len,
+            "pad not right after an EOS": (n_pad > 0) & (first_pad > 0) & (before != eos),
+            "block ends inside a document yet holds an EOS (a document cut that fits a block)":
+                inside_doc & ((blocks == eos).sum(axis=1) > 0),
+            "block starts with EOS after padding (an empty document)": (blocks[:, 0] == eos) & (prev == pad),
+        }
+        for rule, mask in rules.items():
+            if mask.any():
+                entry = bad.setdefault(rule, [0, start + int(np.flatnonzero(mask)[0])])
+                entry[0] += int(mask.sum())
+        scan.pads += int(n_pad.sum())
+        prev_last = int(last[-1])
+    del mm
+    scan.last_is_eos = prev_last in (eos, pad)  # pads follow an EOS, so the content ends with one
+    for rule, (count, first) in bad.items():
+        scan.problems.append(f"{name}: {count} block(s) with {rule}, first block {first}")
 
 
 def _scan_tokens(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, name: str):
@@ -210,10 +284,12 @@ def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
         problems.append(f"{MANIFEST_FILE}: tokens {m['tokens']} != sum over shards {listed_tokens}")
     if m["sequences"] != listed_sequences:
         problems.append(f"{MANIFEST_FILE}: sequences {m['sequences']} != sum over shards {listed_sequences}")
-    if m["stream_tokens"] != listed_tokens + dropped:
+    if _bestfit(m):
+        problems += _check_bestfit_totals(m, scans, listed_tokens)
+    elif m["stream_tokens"] != listed_tokens + dropped:
         problems.append(f"{MANIFEST_FILE}: stream_tokens {m['stream_tokens']} != tokens in shards "
                         f"{listed_tokens} + dropped_remainder_tokens {dropped}")
-    if dropped != m["stream_tokens"] % seq_len:
+    if not _bestfit(m) and dropped != m["stream_tokens"] % seq_len:
         problems.append(f"{MANIFEST_FILE}: dropped_remainder_tokens {dropped} != stream_tokens "
                         f"{m['stream_tokens']} mod seq_len {seq_len}")
     if dropped_eos > dropped:
@@ -229,6 +305,20 @@ def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
         problems.append(f"{MANIFEST_FILE}: documents_packed {m['documents_packed']} != EOS in shards "
                         f"{counted} + dropped_remainder_eos {dropped_eos}")
     problems += _check_stream_ends(m, scans)
+    return problems
+
+
+def _check_bestfit_totals(m: dict, scans: list[_ShardScan], listed_tokens: int) -> list[str]:
+    """Best-fit drops nothing: shard tokens = documents with their EOS + padding."""
+    problems = []
+    if m["dropped_remainder_tokens"] or m["dropped_remainder_eos"]:
+        problems.append(f"{MANIFEST_FILE}: best-fit packing drops nothing, yet dropped_remainder_* is not 0")
+    if listed_tokens != m["stream_tokens"] + m["padding_tokens"]:
+        problems.append(f"{MANIFEST_FILE}: tokens in shards {listed_tokens} != stream_tokens {m['stream_tokens']} "
+                        f"+ padding_tokens {m['padding_tokens']}")
+    listed_pad = sum(s["pad"] for s in m["shards"])
+    if listed_pad != m["padding_tokens"]:
+        problems.append(f"{MANIFEST_FILE}: padding_tokens {m['padding_tokens']} != sum over shards {listed_pad}")
     return problems
 
 
