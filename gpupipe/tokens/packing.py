@@ -91,14 +91,19 @@ class StreamPacker:
         self.add_many([tokens], [source])
 
     def add_many(self, token_lists: Iterable[np.ndarray], sources: Sequence[str] | str | None = None) -> None:
-        """Append documents in order; `sources` is one name per document, or one name for all."""
-        docs = [self._check_document(t) for t in token_lists]
+        """Append documents in order; `sources` is one name per document, or one name for all.
+
+        The checks run once over the whole batch (not per document): a corpus has millions of small documents.
+        """
+        if self._summary is not None:
+            raise RuntimeError("StreamPacker.finish() was already called")
+        docs = [np.asarray(t) for t in token_lists]
         if not docs:
             return
         sources = _expand_sources(sources, len(docs))
         lengths = np.fromiter((d.size for d in docs), dtype=np.int64, count=len(docs))
+        joined = self._check_batch(docs, lengths)
         # docA EOS docB EOS ...: insert one EOS after each document in one vectorized call
-        joined = np.concatenate(docs)
         piece = np.insert(joined, np.cumsum(lengths), self.eos_id)
         self._push(piece)
 
@@ -107,24 +112,25 @@ class StreamPacker:
         for source, n in zip(sources, lengths.tolist()):
             self._tokens_per_source[source] = self._tokens_per_source.get(source, 0) + n + 1
 
-    def _check_document(self, tokens) -> np.ndarray:
-        if self._summary is not None:
-            raise RuntimeError("StreamPacker.finish() was already called")
-        arr = np.asarray(tokens)
-        if arr.ndim != 1:
-            raise ValueError(f"a document must be a 1-D token array, got shape {arr.shape}")
-        if arr.size == 0:
+    def _check_batch(self, docs: list[np.ndarray], lengths: np.ndarray) -> np.ndarray:
+        bad = next((d for d in docs if d.ndim != 1), None)
+        if bad is not None:
+            raise ValueError(f"a document must be a 1-D token array, got shape {bad.shape}")
+        empty = np.flatnonzero(lengths == 0)
+        if empty.size:
             # an empty document would put two EOS next to each other
-            raise ValueError("empty document: every packed document needs at least one token")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"token ids must be integers, got {arr.dtype}")
-        lo, hi = int(arr.min()), int(arr.max())
+            raise ValueError(f"empty document at batch position {int(empty[0])}: every packed document needs "
+                             f"at least one token")
+        joined = np.concatenate(docs)
+        if not np.issubdtype(joined.dtype, np.integer):
+            raise ValueError(f"token ids must be integers, got {joined.dtype}")
+        lo, hi = int(joined.min()), int(joined.max())
         if lo < 0 or hi > np.iinfo(self.dtype).max:
             raise ValueError(f"token id out of range for {self.dtype.name}: [{lo}, {hi}]")
-        if np.any(arr == self.eos_id):
+        if np.any(joined == self.eos_id):
             # a stray EOS inside a document is a false boundary (see tokenizer.encode_batch)
             raise ValueError(f"document contains the EOS id {self.eos_id}")
-        return arr.astype(self.dtype, copy=False)
+        return joined.astype(self.dtype, copy=False)
 
     # -- stream → shards -------------------------------------------------------------------
 
