@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 GPUPIPE := $(VENV)/bin/gpupipe
 DEMO_WARC := data/synthetic/crawl.warc.gz
 
-.PHONY: demo test bench install clean
+.PHONY: demo demo-full test bench install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ $(DEMO_WARC): $(VENV)/.installed
 demo: $(DEMO_WARC)
 	$(GPUPIPE) run configs/default.yaml
 	$(GPUPIPE) verify runs/default/shards
+
+# Every station (configs/full.yaml), with the decontamination index built from the crawl's own benchmark file.
+demo-full: $(DEMO_WARC)
+	$(GPUPIPE) decontam-index --out data/synthetic/benchmark.index.parquet data/synthetic/crawl.benchmark.jsonl
+	$(GPUPIPE) run configs/full.yaml
+	$(GPUPIPE) verify runs/full/shards
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

@@ -166,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gpupipe.stages.model_quality import add_train_quality_parser
 
     add_train_quality_parser(sub)
+
+    from gpupipe.stages.chunk_markdown import add_chunk_markdown_parser
+
+    add_chunk_markdown_parser(sub)
     return p
 
 

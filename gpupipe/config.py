@@ -27,7 +27,7 @@ class Strict(BaseModel):
 
 class InputConfig(Strict):
     path: list[str] = Field(description="input file(s) or folder(s)")
-    format: Literal["auto", "warc", "jsonl", "parquet", "html_dir"] = "auto"
+    format: Literal["auto", "warc", "jsonl", "parquet", "html_dir", "markdown_dir"] = "auto"
     text_field: str = "text"
     source: str = Field("web", description="mixture source label for documents without a `source` field")
 

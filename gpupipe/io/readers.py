@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Union
 
-FORMATS = ("warc", "jsonl", "parquet", "html_dir")
+FORMATS = ("warc", "jsonl", "parquet", "html_dir", "markdown_dir")
 
 # The reasons a record can be rejected; the pipeline's stats count these names.
 REASONS = (
@@ -67,7 +67,7 @@ def detect_format(path) -> str:
     """Format name for ``path``: by extension, or ``html_dir`` for a directory."""
     p = os.fspath(path)
     if os.path.isdir(p):
-        return "html_dir"
+        return "markdown_dir" if _holds_markdown_only(p) else "html_dir"
     low = p.lower()
     for ext, fmt in _EXTENSIONS:
         if low.endswith(ext):
@@ -75,6 +75,13 @@ def detect_format(path) -> str:
     known = ", ".join(ext for ext, _ in _EXTENSIONS)
     raise ValueError(f"cannot tell the input format of {p!r}: expected a directory of HTML files "
                      f"(html_dir) or a file ending in one of {known}")
+
+
+def _holds_markdown_only(folder: str) -> bool:
+    """A folder with Markdown files and no HTML files is Markdown input."""
+    names = [f.lower() for _, _, files in os.walk(folder) for f in files]
+    return any(n.endswith((".md", ".markdown")) for n in names) and \
+        not any(n.endswith((".html", ".htm", ".html.gz")) for n in names)
 
 
 def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[Item]:
@@ -98,6 +105,9 @@ def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[
     if fmt == "html_dir":
         from .html_dir import iter_html_dir
         return iter_html_dir(path)
+    if fmt == "markdown_dir":
+        from .markdown_dir import iter_markdown_dir
+        return iter_markdown_dir(path)
     raise ValueError(f"unknown input format {fmt!r}; expected 'auto' or one of {FORMATS}")
 
 

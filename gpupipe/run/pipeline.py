@@ -40,10 +40,11 @@ def _check_plan(read: ReadStage, cfg: RunConfig) -> None:
 
 
 def check_conservation(stages: list[dict[str, Any]]) -> list[str]:
-    """Every stage: docs in = docs out + removed; each stage takes what the previous one gave."""
+    """Every stage: docs in (+ rows a splitting stage added, `extra.docs_added`) = docs out + removed; each stage
+    takes what the previous one gave."""
     problems = []
     for i, s in enumerate(stages):
-        if s["docs_in"] != s["docs_out"] + sum(s["removed"].values()):
+        if s["docs_in"] + s.get("extra", {}).get("docs_added", 0) != s["docs_out"] + sum(s["removed"].values()):
             problems.append(f"stage {s['name']}: {s['docs_in']} in != {s['docs_out']} out + "
                             f"{sum(s['removed'].values())} removed")
         if i and s["docs_in"] != stages[i - 1]["docs_out"]:
@@ -133,6 +134,8 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         "input_records": stage_stats[0]["docs_in"],
         "output_docs": stage_stats[-1]["docs_out"],
         "removed_total": sum(sum(s["removed"].values()) for s in stage_stats),
+        # input_records + docs_added_total = output_docs + removed_total (chunk_markdown splits documents)
+        "docs_added_total": sum(s.get("extra", {}).get("docs_added", 0) for s in stage_stats),
         "conservation_ok": not problems,
         "seconds": round(time.perf_counter() - t_run, 3),
         "curated_dir": str(next(f for f, s in zip(folders[::-1], stages[::-1])

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpupipe.stages.base import MapStage, RunContext, Stage
+from gpupipe.stages.chunk_markdown import ChunkMarkdown
 from gpupipe.stages.decontam import Decontaminate
 from gpupipe.stages.dedup_exact import ExactDedup
 from gpupipe.stages.dedup_fuzzy import FuzzyDedup
@@ -24,7 +25,7 @@ from gpupipe.stages.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
-                                  (Extract, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityClassifier,
+                                  (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityClassifier,
                                             PerplexityFilter, PiiRedactor,
                                             UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
                                             Mixture, Pack)}

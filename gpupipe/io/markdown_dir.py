@@ -1,0 +1,46 @@
+"""A folder of Markdown files (`*.md`, `*.markdown`) as input documents, for the `chunk_markdown` stage."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from gpupipe.io.readers import Rejected, ReaderError
+
+
+def normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def iter_markdown_dir(path) -> Iterator[dict | Rejected]:
+    """One document ({"id", "url", "text", "source_path"}) or Rejected per Markdown file under `path`, in sorted
+    relative-path order; id and source_path are the `/`-separated path relative to `path` (machine-independent).
+    Text is UTF-8 (a UTF-8/UTF-16 BOM is honoured); other bytes are a decode_error, not a guess."""
+    root = os.fspath(path)
+    if not os.path.isdir(root):
+        raise ReaderError(f"cannot open input {root!r}: not a directory")
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        files += [os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                  for f in filenames if f.lower().endswith(MARKDOWN_SUFFIXES)]
+    return (_markdown_item(root, rel, i) for i, rel in enumerate(sorted(files)))
+
+
+def _markdown_item(root: str, rel: str, index: int) -> dict | Rejected:
+    full = os.path.join(root, rel)
+    try:
+        with open(full, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        return Rejected("unreadable_record", f"{full} (file #{index}): {e.strerror or e}", index)
+    try:
+        text = raw.decode("utf-16") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        return Rejected("decode_error", f"{full} (file #{index}): not UTF-8: {e.reason} at byte {e.start}", index)
+    if not text.strip():
+        return Rejected("missing_text", f"{full} (file #{index}): empty file", index)
+    return {"id": rel, "url": None, "text": normalize_newlines(text), "source_path": rel}
