@@ -256,9 +256,15 @@ def _signature_progression(buf, count, a0, b0, da, db, num_perm, v, w, out, d):
         for i in range(count):
             x = v[i]
             lowest = min(lowest, x)
-            x += w[i]                    # < 2p: one conditional subtraction reduces it
-            v[i] = x - _P if x >= _P else x
+            v[i] = _addmod_min(x, w[i])
         out[d, j] = lowest
+
+
+@njit(cache=True, inline="always")
+def _addmod_min(x, y):
+    """(x + y) mod p for x, y < p, branch-free: below p, s - p wraps past 2^63, so the unsigned min picks s."""
+    t = x + y
+    return min(t, t - _P)
 
 
 @njit(parallel=True, cache=True)
