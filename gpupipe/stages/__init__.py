@@ -18,6 +18,7 @@ from gpupipe.stages.langid import LangId
 from gpupipe.stages.normalize import Normalize
 from gpupipe.stages.pack import Pack
 from gpupipe.stages.pii import PiiRedactor
+from gpupipe.stages.quality import QualityFilter
 from gpupipe.stages.line_filter import LineFilter
 from gpupipe.stages.mixture import Mixture
 from gpupipe.stages.model_quality import PerplexityFilter, QualityClassifier
@@ -25,7 +26,7 @@ from gpupipe.stages.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokenize import Tokenize
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
-                                  (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityClassifier,
+                                  (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
                                             PerplexityFilter, PiiRedactor,
                                             UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
                                             Mixture, Pack)}
