@@ -58,6 +58,7 @@ import numba
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61
+from ._cuda import cuda_source
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
 # odd; different from text_hash's. Changing either changes every signature.
@@ -455,18 +456,11 @@ def _gpu_params() -> np.ndarray:
     return np.array([BU, BS, lo, hi, *powers], dtype=np.uint64)
 
 
-def _cuda_source() -> str:
-    """minhash.cu with mersenne.cuh pasted in place of its #include (see text_hash._cuda_source)."""
-    here = Path(__file__).parent
-    header = (here / "mersenne.cuh").read_text().replace("#pragma once", "")
-    return (here / "minhash.cu").read_text().replace('#include "mersenne.cuh"', header)
-
-
 @functools.lru_cache(maxsize=None)
 def _gpu_module():
     import cupy as cp
 
-    return cp.RawModule(code=_cuda_source(), options=("-std=c++17",))
+    return cp.RawModule(code=cuda_source("minhash.cu"), options=("-std=c++17",))
 
 
 @functools.lru_cache(maxsize=None)

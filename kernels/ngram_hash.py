@@ -53,6 +53,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61
+from ._cuda import cuda_source
 from .minhash import (ASCII_SEPARATORS, BS, BU, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds,
                       _cjk_flags, _is_separator, _unit_hash, _utf8_len)
 
@@ -524,18 +525,11 @@ def _gpu_params() -> np.ndarray:
     return np.array([BU, BS, lo, hi, *powers], dtype=np.uint64)
 
 
-def _cuda_source() -> str:
-    """ngram_hash.cu with mersenne.cuh pasted in place of its #include (see text_hash._cuda_source)."""
-    here = Path(__file__).parent
-    header = (here / "mersenne.cuh").read_text().replace("#pragma once", "")
-    return (here / "ngram_hash.cu").read_text().replace('#include "mersenne.cuh"', header)
-
-
 @functools.lru_cache(maxsize=None)
 def _gpu_module():
     import cupy as cp
 
-    return cp.RawModule(code=_cuda_source(), options=("-std=c++17",))
+    return cp.RawModule(code=cuda_source("ngram_hash.cu"), options=("-std=c++17",))
 
 
 @functools.lru_cache(maxsize=None)

@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
+from ._cuda import cuda_source
 
 # Bases: the fractional bits of the golden ratio and of sqrt(2) (SHA-512's first IV word), mod p,
 # made odd. Length constants: splitmix64's multipliers. Changing any of these changes every hash.
@@ -147,22 +148,11 @@ def _gpu_params(chunk: int) -> np.ndarray:
     return np.array(rows, dtype=np.uint64)
 
 
-def _cuda_source() -> str:
-    """text_hash.cu with mersenne.cuh pasted in place of its #include.
-
-    Inlined rather than passed with -I: CuPy's on-disk kernel cache is keyed by the source text and
-    the options, so an edit of the header alone would otherwise be served a stale binary.
-    """
-    here = Path(__file__).parent
-    header = (here / "mersenne.cuh").read_text().replace("#pragma once", "")  # warns in a main file
-    return (here / "text_hash.cu").read_text().replace('#include "mersenne.cuh"', header)
-
-
 @functools.lru_cache(maxsize=None)
 def _gpu_module(chunk: int):
     import cupy as cp
 
-    return cp.RawModule(code=_cuda_source(), options=("-std=c++17", f"-DTH_CHUNK={chunk}"))
+    return cp.RawModule(code=cuda_source("text_hash.cu"), options=("-std=c++17", f"-DTH_CHUNK={chunk}"))
 
 
 @functools.lru_cache(maxsize=None)
