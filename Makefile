@@ -23,6 +23,12 @@ $(DEMO_WARC): $(VENV)/.installed
 demo: $(DEMO_WARC)
 	$(GPUPIPE) run configs/default.yaml
 	$(GPUPIPE) verify runs/default/shards
+	@if command -v chromium >/dev/null; then profile=$$(mktemp -d); \
+	  chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+	    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir=$$profile --window-size=1280,6000 \
+	    --screenshot=$(CURDIR)/runs/default/report.png file://$(CURDIR)/runs/default/report.html 2>/dev/null; \
+	  rm -rf $$profile; echo "report: runs/default/report.html, screenshot: runs/default/report.png"; \
+	else echo "report: runs/default/report.html (no chromium: no screenshot)"; fi
 
 # Every station (configs/full.yaml), with the decontamination index built from the crawl's own benchmark file.
 demo-full: $(DEMO_WARC)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,21 +18,31 @@ if not console.is_terminal:  # CI logs and pipes: wide enough for the funnel tab
 errors = Console(stderr=True)
 
 
-def _progress_factory(stage: str, total: int):
-    """A live bar per stage on a terminal; nothing in CI or when piped."""
+def _progress_factory(stage: str, total: int, docs: int | None = None, nbytes: int | None = None):
+    """A live bar per stage on a terminal; nothing in CI or when piped. Given the stage's input size (documents
+    and bytes the previous stage gave; input file bytes for read) it also shows docs/s and MB/s, estimated from the
+    share of partitions done (each holds partition_docs documents, but the last of each input file)."""
     if not console.is_terminal:
         return None
 
     class Bar:
         def __enter__(self):
+            self.t0 = time.perf_counter()
             self.p = Progress(TextColumn(f"[bold]{stage:<12}"), BarColumn(), MofNCompleteColumn(),
-                              TextColumn("partitions"), TimeElapsedColumn(), console=console, transient=True)
+                              TextColumn("partitions"), TimeElapsedColumn(), TextColumn("{task.fields[rate]}"),
+                              console=console, transient=True)
             self.p.__enter__()
-            self.task = self.p.add_task(stage, total=total)
+            self.task = self.p.add_task(stage, total=total, rate="")
             return self
 
         def advance(self, n: int) -> None:
             self.p.advance(self.task, n)
+            if total and (docs is not None or nbytes is not None):
+                share = self.p.tasks[0].completed / total
+                dt = max(time.perf_counter() - self.t0, 1e-9)
+                rate = [f"{share * docs / dt:,.0f} docs/s"] if docs is not None else []
+                rate += [f"{share * nbytes / 1e6 / dt:,.1f} MB/s"] if nbytes is not None else []
+                self.p.update(self.task, rate=" · ".join(rate))
 
         def __exit__(self, *exc):
             return self.p.__exit__(*exc)
@@ -72,6 +84,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(funnel_table(stats))
     console.print(f"run directory: {cfg.output}  (stats.json, config.resolved.yaml, stages/, logs/)")
     console.print(f"curated documents: {stats['curated_dir']}")
+    report = Path(cfg.output) / "report.html"
+    if report.is_file():
+        console.print(f"report: {report}  (audit samples: gpupipe audit {cfg.output} --stage NAME)")
     if stats["shards_dir"]:
         console.print(f"token shards: {stats['shards_dir']}  (check them: gpupipe verify {stats['shards_dir']})")
     return 0
@@ -166,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     from gpupipe.stages.model_quality import add_train_quality_parser
 
     add_train_quality_parser(sub)
+
+    from gpupipe.report import add_audit_parser, add_report_parser
+
+    add_report_parser(sub)
+    add_audit_parser(sub)
 
     from gpupipe.stages.chunk_markdown import add_chunk_markdown_parser
 

@@ -1,0 +1,64 @@
+"""What a run did, for people and dashboards: RUN/report.html, audit samples and reviews, the stats schema.
+
+    write_report(run_dir)        RUN/report.html (+ RUN/audit/ samples); the pipeline calls it after every run
+    gpupipe report RUN_DIR       the same from the command line
+    gpupipe audit RUN_DIR ...    record a reviewer's pass/fail per sample, gate on the pass rate (audit.py)
+    schema.validate_stats(d)     RUN/stats.json against its documented schema (docs/stats_schema.md)
+
+matplotlib is imported only when a report is written, so `gpupipe` itself starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpupipe.report.audit import SAMPLE_SIZE, add_audit_parser
+
+REPORT_FILE = "report.html"
+
+
+def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audit_seed: int | None = None,
+                 audit_rows: int | None = None) -> Path:
+    """Write RUN/audit/NN-name.jsonl samples (reused when unchanged) and RUN/report.html; returns the report path."""
+    from gpupipe.io.parts import atomic_write_text
+    from gpupipe.report.audit import write_samples
+    from gpupipe.report.html import AUDIT_ROWS_SHOWN, Run, render
+
+    run = Run.load(run_dir)
+    index = write_samples(run.root, audit_size, audit_seed)
+    path = run.root / REPORT_FILE
+    atomic_write_text(path, render(run, index, AUDIT_ROWS_SHOWN if audit_rows is None else audit_rows))
+    return path
+
+
+def cmd_report(args) -> int:
+    from rich.console import Console
+
+    run = Path(args.run_dir)
+    if not (run / "stats.json").is_file():
+        Console(stderr=True).print(f"error: {run} is not a finished run directory (no stats.json)",
+                                   highlight=False)
+        return 2
+    path = write_report(run, args.audit_size, args.audit_seed, args.audit_rows)
+    Console(highlight=False).print(f"report: {path}  (audit samples: {run / 'audit'})")
+    return 0
+
+
+def add_report_parser(subparsers) -> None:
+    r = subparsers.add_parser("report", help="write RUN/report.html (funnel, signals, tokens, audit samples)",
+                              description=(
+        "Write one self-contained HTML page of what a run did: the funnel with removal reasons, languages, "
+        "quality-signal histograms with their thresholds, duplicate clusters, tokens, mixture ledger, throughput, "
+        "audit samples and the resolved config. Also writes the audit samples to RUN/audit/NN-name.jsonl."))
+    r.add_argument("run_dir", help="a run directory (with stats.json)")
+    r.add_argument("--audit-size", dest="audit_size", type=int, default=SAMPLE_SIZE,
+                   help=f"audit sample size per stage, kept and removed together (default {SAMPLE_SIZE})")
+    r.add_argument("--audit-seed", dest="audit_seed", type=int, default=None,
+                   help="audit sample seed (default: the run's seed)")
+    r.add_argument("--audit-rows", dest="audit_rows", type=int, default=None,
+                   help="samples per stage shown in the page (default 25; all are in the JSONL)")
+    r.set_defaults(fn=cmd_report)
+
+
+__all__ = ["REPORT_FILE", "add_audit_parser", "add_report_parser", "cmd_report", "write_report"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -105,7 +106,9 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
             run.reset(folder)
             inputs = part_paths(folders[i - 1]) if i else []
             tasks = len(read.files) if i == 0 else len(inputs)
-            bar = (progress_factory and progress_factory(stage.name, tasks)) or contextlib.nullcontext()
+            size = ((stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else
+                    (None, sum(map(os.path.getsize, read.files)) if all(map(os.path.isfile, read.files)) else None))
+            bar = (progress_factory and progress_factory(stage.name, tasks, *size)) or contextlib.nullcontext()
             with bar as b:
                 job = StageJob(executor, folders[i - 1] if i else None, inputs, folder, ctx,
                                progress=(b.advance if b is not None else lambda n: None))
@@ -144,6 +147,12 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         "stages": stage_stats,
     }
     run.write_json("stats.json", result)
+    try:
+        from gpupipe.report import write_report
+
+        write_report(run.root)
+    except Exception:  # the report is a view of the run: never let it fail a run whose outputs are written
+        log.exception("could not write %s", run.root / "report.html")
     if problems:
         raise ConservationError("documents were lost or invented:\n" + "\n".join(problems))
     return result

@@ -189,6 +189,7 @@ def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
 def write_rejects(rejects: pd.DataFrame, path: Path) -> None:
     cols = [c for c in ("id", "doc_index", "url", "reason", "text", "lang", "lang_score", "quality_score",
                         "perplexity") if c in rejects.columns]
+    cols += [c for c in rejects.columns if c.startswith("q_")]  # signals: the report draws removed docs too
     out = rejects[cols].copy()
     if "text" in out.columns:
         out["text"] = out["text"].str.slice(0, REJECT_TEXT_CHARS)
