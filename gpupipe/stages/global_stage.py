@@ -32,11 +32,11 @@ class GlobalStage(MapStage):
 
     def keys(self, df: pd.DataFrame) -> pd.DataFrame:
         """Key columns per document, plus `doc_index` (kept from df) and `_bucket` (a uint64 used for routing)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} uses the key exchange and must define keys()")
 
     def resolve(self, keys: pd.DataFrame) -> tuple[pd.DataFrame, Counter]:
         """From all key rows of one bucket: rows to remove (`doc_index`, `part`, `reason`), and counters."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} uses the key exchange and must define resolve()")
 
     # -- phase 3 hooks: MapStage.run_partition asks `reasons`, which looks the partition's removals up.
     _removals: dict[int, str] = {}
