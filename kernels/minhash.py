@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import functools
 import string
-from pathlib import Path
 
 import numpy as np
 import numba

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -54,7 +53,9 @@ from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61
 from ._cuda import cuda_source
-from .minhash import (ASCII_SEPARATORS, BS, BU, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds,
+# Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
+from .minhash import _gpu_batches, _gpu_params  # noqa: F401
+from .minhash import (ASCII_SEPARATORS, BS, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds,
                       _cjk_flags, _is_separator, _unit_hash, _utf8_len)
 
 _P = np.uint64(P61)
@@ -517,14 +518,6 @@ _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 # --------------------------------------------------------------------------------------------
 
 
-def _gpu_params() -> np.ndarray:
-    """ngram_hash.cu's params: BU, BS, the ASCII separator bitmask (2 words), BU^0 .. BU^32."""
-    lo = sum(1 << c for c in ASCII_SEPARATORS if c < 64)
-    hi = sum(1 << (c - 64) for c in ASCII_SEPARATORS if c >= 64)
-    powers = [pow(BU, e, P61) for e in range(33)]
-    return np.array([BU, BS, lo, hi, *powers], dtype=np.uint64)
-
-
 @functools.lru_cache(maxsize=None)
 def _gpu_module():
     import cupy as cp
@@ -537,12 +530,6 @@ def _gpu_params_on_device(device_id: int):
     import cupy as cp
 
     return cp.asarray(_gpu_params())
-
-
-def _gpu_batches(offsets: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
-    from .minhash import _gpu_batches as batches
-
-    return batches(offsets, batch_bytes)
 
 
 def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,

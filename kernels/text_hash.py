@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from pathlib import Path
 
 import numpy as np
 from numba import njit, prange

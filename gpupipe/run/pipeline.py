@@ -6,7 +6,6 @@ import contextlib
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from gpupipe import __version__

@@ -22,7 +22,6 @@ import resource
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd

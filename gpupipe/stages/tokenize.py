@@ -13,7 +13,6 @@ import pandas as pd
 import pyarrow as pa
 
 from gpupipe.config import Strict
-from gpupipe.io.parts import read_part
 from gpupipe.stages.base import MapStage, StageJob, StageStats
 from gpupipe.tokens.tokenizer import (EOS_TOKEN, encode_batch, eos_id, load_tokenizer, save_tokenizer,
                                       train_byte_level_bpe)
