@@ -37,12 +37,25 @@ class InputConfig(Strict):
         return [v] if isinstance(v, str) else v
 
 
+class GpuClusterConfig(Strict):
+    """dask-cuda LocalCUDACluster settings (device: gpu with executor: dask); see docs.rapids.ai, dask-cuda API."""
+
+    visible_devices: str | None = None              # CUDA_VISIBLE_DEVICES, e.g. "0,1,2,3"; None = every GPU
+    rmm_pool_size: str | None = None                # e.g. "60GB": one RMM pool per GPU, allocated up front
+    rmm_async: bool = False                         # RMM's cudaMallocAsync resource instead of a pool
+    device_memory_limit: str | float = 0.8          # spill device → host past this share/size (0 = never)
+    enable_cudf_spill: bool = True                  # cuDF's native spilling (better than whole-task spilling)
+    # One allocator: CuPy and torch allocate from the same RMM resource as cuDF, so they do not fight over memory.
+    rmm_allocator_libs: list[str] = ["cupy", "torch"]
+
+
 class ExecutorConfig(Strict):
     kind: Literal["local", "dask"] = "local"
     workers: int = Field(2, ge=1)
     partition_docs: int = Field(500, ge=1, description="documents per partition written by the read stage")
     scheduler_address: str | None = None
     shuffle_buckets: int = Field(8, ge=1, description="buckets of the key exchange in global stages")
+    gpu: GpuClusterConfig = GpuClusterConfig()
 
 
 class RunConfig(Strict):

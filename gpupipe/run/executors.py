@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from gpupipe.config import ExecutorConfig
+from gpupipe.config import ExecutorConfig, GpuClusterConfig
 
 log = logging.getLogger("gpupipe")
 
@@ -29,7 +29,8 @@ class LocalExecutor:
 class DaskExecutor:
     kind = "dask"
 
-    def __init__(self, workers: int, scheduler_address: str | None = None, device: str = "cpu"):
+    def __init__(self, workers: int, scheduler_address: str | None = None, device: str = "cpu",
+                 gpu: GpuClusterConfig | None = None):
         from distributed import Client
 
         self._cluster = None
@@ -38,7 +39,7 @@ class DaskExecutor:
         elif device == "gpu":
             from dask_cuda import LocalCUDACluster  # one worker per visible GPU
 
-            self._cluster = LocalCUDACluster()
+            self._cluster = LocalCUDACluster(**cuda_cluster_kwargs(gpu or GpuClusterConfig()))
             self.client = Client(self._cluster)
         else:
             from distributed import LocalCluster
@@ -64,7 +65,25 @@ class DaskExecutor:
             self._cluster.close()
 
 
+def cuda_cluster_kwargs(gpu: GpuClusterConfig) -> dict[str, Any]:
+    """LocalCUDACluster keyword arguments (dask_cuda.LocalCUDACluster: CUDA_VISIBLE_DEVICES, device_memory_limit,
+    enable_cudf_spill, rmm_pool_size, rmm_async, rmm_allocator_external_lib_list; docs.rapids.ai/api/dask-cuda).
+    One worker per visible GPU is LocalCUDACluster's own default."""
+    kwargs: dict[str, Any] = {"device_memory_limit": gpu.device_memory_limit,
+                              "enable_cudf_spill": gpu.enable_cudf_spill,
+                              "dashboard_address": None}
+    if gpu.visible_devices:
+        kwargs["CUDA_VISIBLE_DEVICES"] = gpu.visible_devices
+    if gpu.rmm_async:
+        kwargs["rmm_async"] = True
+    elif gpu.rmm_pool_size:
+        kwargs["rmm_pool_size"] = gpu.rmm_pool_size
+    if gpu.rmm_allocator_libs and (gpu.rmm_async or gpu.rmm_pool_size):
+        kwargs["rmm_allocator_external_lib_list"] = list(gpu.rmm_allocator_libs)
+    return kwargs
+
+
 def make_executor(cfg: ExecutorConfig, device: str) -> Any:
     if cfg.kind == "dask":
-        return DaskExecutor(cfg.workers, cfg.scheduler_address, device)
+        return DaskExecutor(cfg.workers, cfg.scheduler_address, device, cfg.gpu)
     return LocalExecutor()
