@@ -7,6 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import kernel_text
+from kernel_text import buffers_of, mangle
+
 from gpupipe.kernels import minhash as mh
 from gpupipe.kernels import ngram_hash as ng
 
@@ -102,53 +105,16 @@ def hits_ref(doc: bytes, cjk: bool, position: dict, word=(13, 8), char=(20, 12))
 
 # ---- test documents -------------------------------------------------------------------------
 
-WORDS = ["the", "Quick", "brown", "FOX", "jumps", "över", "läzy", "dogs", "naïve", "x1", "42"]
-CJK_TEXT = "数据清洗是预训练语料处理的关键步骤，我们需要去除重复内容。"
-PIECES = [" ", "  ", "\n", "\t", ",", ", ", ".", "!", "?", "-", "'", "—", "“", "”", "…", "。", "，",
-          "、", "《", "》", "（", "）", "\u3000", "：", "！", "😀", "🎉", "\u00a0", "€", "\x00", "_", "#"]
+FIXED_DOCS = ["", " ", ".,;!?", "、。，\u3000“”", "word", "Two words", "a b c", "one two three four",
+             "中", "中文", "中文字", "😀", "ABC abc", "\x00\x01", "e\u0301", "😀 🎉 😀 🎉 x"]
 
 
 def random_text(rng: random.Random, n_pieces: int) -> str:
-    parts = []
-    for _ in range(n_pieces):
-        r = rng.random()
-        if r < 0.5:
-            parts.append(rng.choice(WORDS))
-        elif r < 0.75:
-            parts.append(rng.choice(PIECES))
-        else:
-            i = rng.randrange(len(CJK_TEXT))
-            parts.append(CJK_TEXT[i:i + rng.randrange(1, 6)])
-    return "".join(parts)
-
-
-def mangle(rng: random.Random, raw: bytes) -> bytes:
-    """Invalid UTF-8: lone continuation/lead bytes, cut sequences, overlongs, surrogates, > U+10FFFF."""
-    junk = [b"\x80", b"\xbf", b"\xc0\xaf", b"\xc1", b"\xe4\xb8", b"\xe0\x80\xaf", b"\xed\xa0\x80",
-            b"\xf4\x90\x80\x80", b"\xf5", b"\xff", b"\xf0\x9f\x98", b"\xe2\x80", b"\xef\xbc"]
-    out = bytearray(raw)
-    for _ in range(rng.randrange(1, 4)):
-        pos = rng.randrange(len(out) + 1)
-        out[pos:pos] = rng.choice(junk)
-    return bytes(out)
+    return kernel_text.random_text(rng, n_pieces, word_share=0.5)
 
 
 def corpus(rng: random.Random, count: int, max_pieces: int) -> list[bytes]:
-    fixed = ["", " ", ".,;!?", "、。，\u3000“”", "word", "Two words", "a b c", "one two three four",
-             "中", "中文", "中文字", "😀", "ABC abc", "\x00\x01", "e\u0301", "😀 🎉 😀 🎉 x"]
-    docs = [s.encode() for s in fixed]
-    docs += [b"\xe4\xb8", b"\x80\x80 abc", b"abc \xe2\x80", b"x\xef\xbc", b"\xed\xa0\x80\xf4\x90\x80\x80"]
-    for i in range(count):
-        raw = random_text(rng, rng.randrange(max_pieces + 1)).encode()
-        docs.append(mangle(rng, raw) if i % 4 == 3 else raw)
-    return docs
-
-
-def buffers_of(docs: list[bytes], offset_dtype=np.int64):
-    data = np.frombuffer(b"".join(docs), dtype=np.uint8)
-    offsets = np.zeros(len(docs) + 1, dtype=offset_dtype)
-    np.cumsum([len(d) for d in docs], out=offsets[1:])
-    return data, offsets
+    return kernel_text.corpus(rng, count, max_pieces, FIXED_DOCS, word_share=0.5)
 
 
 def table_from(rng: random.Random, docs, cjk, word, char, share=0.3, noise=200):
