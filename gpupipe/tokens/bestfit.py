@@ -32,7 +32,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .packing import _expand_sources, _remove_stale_outputs, shard_dtype, shard_name, write_atomic
+from .packing import (_expand_sources, _remove_stale_outputs, check_document, shard_dtype, shard_name,
+                      write_atomic)
 
 PAD_TOKEN = "<|pad|>"
 DEFAULT_WINDOW_DOCS = 1024
@@ -141,14 +142,7 @@ class BestFitPacker:
     def _check_document(self, tokens) -> np.ndarray:
         if self._summary is not None:
             raise RuntimeError("BestFitPacker.finish() was already called")
-        arr = np.asarray(tokens)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"a document must be a non-empty 1-D token array, got shape {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"token ids must be integers, got {arr.dtype}")
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi > np.iinfo(self.dtype).max:
-            raise ValueError(f"token id out of range for {self.dtype.name}: [{lo}, {hi}]")
+        arr = check_document(tokens, self.dtype)
         for what, tid in (("EOS", self.eos_id), ("pad", self.pad_id)):
             if np.any(arr == tid):
                 raise ValueError(f"document contains the {what} id {tid}")

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .packing import check_document
+
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 INDEX_VERSION = 1
 # megatron.core.datasets.indexed_dataset.DType: the numeric code stored in the .idx header
@@ -111,14 +113,7 @@ class MegatronWriter:
     def _check(self, tokens) -> np.ndarray:
         if self._summary is not None:
             raise RuntimeError("MegatronWriter.finish() was already called")
-        arr = np.asarray(tokens)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"a document must be a non-empty 1-D token array, got shape {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"token ids must be integers, got {arr.dtype}")
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi > np.iinfo(self.dtype).max:
-            raise ValueError(f"token id out of range for {self.dtype.name}: [{lo}, {hi}]")
+        arr = check_document(tokens, self.dtype)
         if arr.size + 1 > np.iinfo(np.int32).max:
             raise ValueError(f"document of {arr.size} tokens exceeds Megatron's int32 sequence length")
         if np.any(arr == self.eos_id):

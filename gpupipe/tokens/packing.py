@@ -49,6 +49,24 @@ def _remove_stale_outputs(out_dir: str) -> None:
             os.remove(os.path.join(out_dir, name))
 
 
+def check_token_ids(arr: np.ndarray, dtype: np.dtype) -> None:
+    """A document's ids must be integers that fit `dtype` (shared by every writer of token files)."""
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"token ids must be integers, got {arr.dtype}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi > np.iinfo(dtype).max:
+        raise ValueError(f"token id out of range for {np.dtype(dtype).name}: [{lo}, {hi}]")
+
+
+def check_document(tokens, dtype: np.dtype) -> np.ndarray:
+    """One document as a non-empty 1-D integer array whose ids fit `dtype`."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"a document must be a non-empty 1-D token array, got shape {arr.shape}")
+    check_token_ids(arr, dtype)
+    return arr
+
+
 class StreamPacker:
     """Continuous stream: doc tokens + exactly one EOS after each document; cut into fixed seq_len
     blocks; blocks go to shard files of `blocks_per_shard` blocks (shard-00000.bin, ...), written
@@ -122,11 +140,7 @@ class StreamPacker:
             raise ValueError(f"empty document at batch position {int(empty[0])}: every packed document needs "
                              f"at least one token")
         joined = np.concatenate(docs)
-        if not np.issubdtype(joined.dtype, np.integer):
-            raise ValueError(f"token ids must be integers, got {joined.dtype}")
-        lo, hi = int(joined.min()), int(joined.max())
-        if lo < 0 or hi > np.iinfo(self.dtype).max:
-            raise ValueError(f"token id out of range for {self.dtype.name}: [{lo}, {hi}]")
+        check_token_ids(joined, self.dtype)
         if np.any(joined == self.eos_id):
             # a stray EOS inside a document is a false boundary (see tokenizer.encode_batch)
             raise ValueError(f"document contains the EOS id {self.eos_id}")
