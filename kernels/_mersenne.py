@@ -1,24 +1,22 @@
 """Exact arithmetic modulo the Mersenne prime p = 2^61 - 1, as numba helpers.
 
-Shared by the polynomial text hash and the MinHash permutations ``(a*h + b) mod p``. Only uint64
-arithmetic is used (numba has no 128-bit integer), so a product is built from 32-bit limbs; the
-CUDA twin in ``mersenne.cuh`` uses ``__umul64hi`` instead. Both are exact, hence bit-identical.
+Shared by the polynomial text hash and the MinHash permutations ``(a*h + b) mod p``. Products use a
+128-bit LLVM multiply (an intrinsic: numba has no 128-bit integer type); the CUDA twin in
+``mersenne.cuh`` uses ``__umul64hi``. Both are exact, hence bit-identical.
 
 Every helper takes and returns values already reduced to [0, p). Constants are typed np.uint64 on
 purpose: numba turns a uint64 mixed with a plain (int64) literal into float64.
 """
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 P61 = (1 << 61) - 1  # the prime, as a Python int (for references and host-side precomputation)
 
 _P = np.uint64(P61)
-_M32 = np.uint64(0xFFFFFFFF)
-_M29 = np.uint64((1 << 29) - 1)
 _S3 = np.uint64(3)
-_S29 = np.uint64(29)
-_S32 = np.uint64(32)
 _S61 = np.uint64(61)
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
@@ -43,26 +41,32 @@ def addmod61(a, b):
     return s
 
 
+@intrinsic
+def _mul_wide(typingctx, a, b):
+    """(hi, lo) 64-bit halves of the 128-bit product a*b of two uint64 (one MUL on x86-64)."""
+    if a != types.uint64 or b != types.uint64:
+        return None
+    sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        wide = ir.IntType(128)
+        prod = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        lo = builder.trunc(prod, ir.IntType(64))
+        hi = builder.trunc(builder.lshr(prod, ir.Constant(wide, 64)), ir.IntType(64))
+        return context.make_tuple(builder, signature.return_type, [hi, lo])
+
+    return sig, codegen
+
+
 @njit(cache=True, inline="always")
 def mulmod61(a, b):
-    """(a * b) mod p for a, b < p, exact, with 32-bit limbs in uint64.
+    """(a * b) mod p for a, b < p, exact.
 
-    a = ah*2^32 + al with ah < 2^29, al < 2^32 (same for b). Then
-      a*b = ah*bh*2^64 + (ah*bl + al*bh)*2^32 + al*bl
-    and mod p, 2^64 ≡ 2^3; the middle term m < 2^62 splits as m = mh*2^29 + ml, so
-    m*2^32 = mh*2^61 + ml*2^32 ≡ mh + ml*2^32. Every partial sum stays below 2^63.
+    The product is < 2^122: hi < 2^58. Mod p, 2^64 ≡ 2^3 and 2^61 ≡ 1, so
+    a*b ≡ hi*2^3 + (lo >> 61) + (lo & p), a sum below 2^63, then folded once more.
     """
-    a = np.uint64(a)
-    b = np.uint64(b)
-    ah = a >> _S32
-    al = a & _M32
-    bh = b >> _S32
-    bl = b & _M32
-    hi = (ah * bh) << _S3            # < 2^61
-    mid = ah * bl + al * bh          # < 2^62
-    lo = al * bl                     # < 2^64
-    s = hi + (mid >> _S29) + ((mid & _M29) << _S32) + (lo & _P) + (lo >> _S61)
-    return reduce61(s)
+    hi, lo = _mul_wide(np.uint64(a), np.uint64(b))
+    return reduce61((hi << _S3) + (lo >> _S61) + (lo & _P))
 
 
 @njit(cache=True)

@@ -115,15 +115,16 @@ def test_reference_units_follow_the_definition():
 # ---- CPU twin vs reference --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("offset_dtype", [np.int32, np.int64])
-def test_cpu_matches_reference(offset_dtype):
+@pytest.mark.parametrize("offset_dtype,num_perm", [(np.int32, 16), (np.int64, 16), (np.int64, 7), (np.int64, 1)])
+def test_cpu_matches_reference(offset_dtype, num_perm):
+    # odd num_perm: the twin's progression loop handles permutations in pairs, plus a last one alone
     rng = random.Random(1)
     docs = corpus(rng, 250, 60)
     cjk = np.array([rng.random() < 0.4 for _ in docs], dtype=np.uint8)
-    a, b = mh.minhash_permutations(16, seed=3)
+    a, b = mh.minhash_permutations(num_perm, seed=3)
     data, offsets = buffers_of(docs, offset_dtype)
     got = mh.minhash_cpu(data, offsets, cjk, a, b)
-    assert got.dtype == np.uint64 and got.shape == (len(docs), 16)
+    assert got.dtype == np.uint64 and got.shape == (len(docs), num_perm)
     for i, doc in enumerate(docs):
         assert got[i].tolist() == signature_ref(doc, bool(cjk[i]), a, b), (i, doc)
     assert (got <= P).all()
@@ -259,6 +260,10 @@ def test_determinism_and_seeds():
     assert (a1 == a2).all() and (b1 == b2).all()
     assert (a1 != a3).any() and (b1 != b3).any()
     assert a1.dtype == np.uint64 and (a1 >= 1).all() and (a1 < P).all() and (b1 < P).all()
+    a4, b4 = mh.minhash_permutations(mh.MAX_PERM, seed=11)  # a prefix whatever the count (fuzzy dedup relies on it)
+    assert (a4[:64] == a1).all() and (b4[:64] == b1).all() and (a4 != 0).all()
+    with pytest.raises(ValueError):
+        mh.minhash_permutations(mh.MAX_PERM + 1, 0)
     docs = ["the same words in the same order every time", "数据清洗是预训练语料处理"]
     assert (mh.minhash(docs, [0, 1], seed=5) == mh.minhash(docs, [0, 1], seed=5)).all()
     assert (mh.minhash(docs, [0, 1], seed=5) != mh.minhash(docs, [0, 1], seed=6)).any()

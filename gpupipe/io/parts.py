@@ -12,9 +12,13 @@ import pyarrow.parquet as pq
 
 
 def write_part(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+
+
+def write_table(table: pa.Table, path: str | os.PathLike) -> None:
+    """Atomically (temp name, then rename), zstd-compressed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(df, preserve_index=False)
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)

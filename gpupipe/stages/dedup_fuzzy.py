@@ -22,14 +22,16 @@ import resource
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from numba import njit
+import pyarrow.parquet as pq
+from numba import njit, prange
 
 from gpupipe.config import Strict
-from gpupipe.io.parts import read_part, write_part
+from gpupipe.io.parts import read_part, write_part, write_table
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import StageJob, StageStats, worker_stage
 from gpupipe.stages.global_stage import GlobalStage, apply_task
@@ -70,31 +72,47 @@ def lsh_shape(cfg: FuzzyDedupConfig) -> tuple[int, int]:
 # Pure functions: used by the stage's phases and by find_duplicates (in memory, for tests and benchmarks).
 # ---------------------------------------------------------------------------------------------------------------
 
-def cjk_mask(df: pd.DataFrame, cjk_langs: list[str]) -> np.ndarray:
+def _texts(df: pd.DataFrame) -> pa.Array:
+    """The text column as one Arrow large_string array (nulls as empty): built once per frame, shared below."""
+    arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array | None = None) -> np.ndarray:
     """1 where a document is shingled by characters: by its `lang`, or by script when there is no `lang`."""
     if "lang" in df.columns:
         return df["lang"].isin(cjk_langs).to_numpy(np.uint8)
     import pyarrow.compute as pc
 
-    arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
+    arr = _texts(df) if texts is None else texts
     cjk = pc.count_substring_regex(arr, CJK_SCRIPT).to_numpy(zero_copy_only=False)
     chars = np.maximum(pc.utf8_length(arr).to_numpy(zero_copy_only=False), 1)
     return (cjk / chars > 0.3).astype(np.uint8)
 
 
-def signatures(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str) -> np.ndarray:
+def signatures(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str,
+               texts: pa.Array | None = None) -> np.ndarray:
     from gpupipe.kernels.minhash import minhash
 
-    texts = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
-    return minhash(texts, cjk_mask(df, cfg.cjk_langs), num_perm=cfg.num_perm, seed=seed, word_k=cfg.word_k,
+    texts = _texts(df) if texts is None else texts
+    return minhash(texts, cjk_mask(df, cfg.cjk_langs, texts), num_perm=cfg.num_perm, seed=seed, word_k=cfg.word_k,
                    char_k=cfg.char_k, device=device)
 
 
-@njit(cache=True)
+def lsh_band_hashes(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str,
+                    texts: pa.Array | None = None) -> np.ndarray:
+    """(n, bands) band hashes. Only the bands × rows permutations the bands read are computed (120 of 128 at
+    12 × 10): permutation j depends on the seed and j alone, so they equal the first columns of the full signature."""
+    bands, rows = lsh_shape(cfg)
+    sig = signatures(df, cfg.model_copy(update={"num_perm": bands * rows}), seed, device, texts)
+    return band_hashes(sig, bands, rows)
+
+
+@njit(parallel=True, cache=True)
 def _band_hashes(sig, bands, rows, out):
     # FNV-style fold of the band's rows followed by a splitmix64 finaliser: a 64-bit key per band. Two bands
     # collide by accident with probability ~2^-64, far below LSH's own false-positive rate.
-    for i in range(sig.shape[0]):
+    for i in prange(sig.shape[0]):
         for b in range(bands):
             h = np.uint64(0xCBF29CE484222325) ^ np.uint64(b)
             for r in range(rows):
@@ -114,18 +132,130 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out
 
 
+@njit(cache=True)
+def _star(band, hashes, doc):
+    """(u, v) per row whose doc is not the smallest doc of its (band, hash) bucket: u = that smallest doc.
+
+    Rows must come grouped by band (see star_edges). Per band, one pass fills an open-addressing table (linear
+    probing; band hashes are already mixed, so their low bits index it; a slot holds hash and smallest doc side by
+    side, one cache line per probe) and one pass emits the edges: O(rows), the table sized by the band, not all rows.
+    """
+    n = band.shape[0]
+    row_first = np.empty(n, np.int64)
+    start = 0
+    while start < n:
+        end = start
+        while end < n and band[end] == band[start]:
+            end += 1
+        size = 16
+        while size < 2 * (end - start):
+            size <<= 1
+        mask = np.uint64(size - 1)
+        table = np.zeros((size, 3), np.int64)  # used flag, hash bits, smallest doc
+        slot_of = np.empty(end - start, np.int64)
+        for i in range(start, end):
+            h = np.int64(hashes[i])
+            s = np.int64(hashes[i] & mask)
+            while table[s, 0] != 0 and table[s, 1] != h:
+                s = (s + 1) & (size - 1)
+            if table[s, 0] == 0:
+                table[s, 0], table[s, 1], table[s, 2] = 1, h, doc[i]
+            elif doc[i] < table[s, 2]:
+                table[s, 2] = doc[i]
+            slot_of[i - start] = s
+        for i in range(start, end):
+            row_first[i] = table[slot_of[i - start], 2]
+        start = end
+    m = 0
+    for i in range(n):
+        m += row_first[i] != doc[i]
+    u = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    m = 0
+    for i in range(n):
+        if row_first[i] != doc[i]:
+            u[m], v[m] = row_first[i], doc[i]
+            m += 1
+    return u, v
+
+
+def _unique_edges(u: np.ndarray, v: np.ndarray) -> pd.DataFrame:
+    """Edges sorted by (u, v) without repeats (a pair shares buckets in several bands)."""
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
+    new = np.ones(len(u), dtype=bool)
+    new[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    return pd.DataFrame({"u": u[new], "v": v[new]})
+
+
 def star_edges(keys: pd.DataFrame) -> pd.DataFrame:
-    """Rows (band, hash, doc_index) → edges from every doc of a (band, hash) bucket to its first doc."""
+    """Rows (band, hash, doc_index) → edges from every doc of a (band, hash) bucket to its smallest doc_index,
+    sorted by (u, v), each pair once."""
     band = keys["band"].to_numpy(np.int64)
-    hashes = keys["hash"].to_numpy(np.uint64)
-    doc = keys["doc_index"].to_numpy(np.int64)
-    order = np.lexsort((doc, hashes, band))
-    band, hashes, doc = band[order], hashes[order], doc[order]
-    first_row = np.ones(len(doc), dtype=bool)
-    first_row[1:] = (band[1:] != band[:-1]) | (hashes[1:] != hashes[:-1])
-    start = np.maximum.accumulate(np.where(first_row, np.arange(len(doc)), 0))  # each row's bucket start
-    member = ~first_row
-    return pd.DataFrame({"u": doc[start][member], "v": doc[member]}).drop_duplicates(ignore_index=True)
+    order = np.argsort(band, kind="stable")
+    u, v = _star(band[order], keys["hash"].to_numpy(np.uint64)[order], keys["doc_index"].to_numpy(np.int64)[order])
+    return _unique_edges(u, v)
+
+
+@njit(parallel=True, cache=True)
+def _sort_unique_segments(flat, offsets, counts):
+    """Sort each document's slice of flat in place and move its distinct values to the front; counts[d] = how many."""
+    for d in prange(offsets.shape[0] - 1):
+        seg = flat[offsets[d]:offsets[d + 1]]
+        seg.sort()
+        k = 0
+        for i in range(seg.shape[0]):
+            if i == 0 or seg[i] != seg[k - 1]:
+                seg[k] = seg[i]
+                k += 1
+        counts[d] = k
+
+
+@njit(parallel=True, cache=True)
+def _gather_segments(flat, offsets, new_offsets, out):
+    for d in prange(offsets.shape[0] - 1):
+        n = new_offsets[d + 1] - new_offsets[d]
+        out[new_offsets[d]:new_offsets[d + 1]] = flat[offsets[d]:offsets[d] + n]
+
+
+class ShingleSets(NamedTuple):
+    """Documents' sorted distinct shingle hashes, flat: doc_index[i]'s set is flat[offsets[i]:offsets[i + 1]]."""
+    doc_index: np.ndarray
+    flat: np.ndarray
+    offsets: np.ndarray
+
+
+def shingle_sets(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> ShingleSets:
+    """The true shingle sets the MinHash estimates (same kernel code as the signatures)."""
+    from gpupipe.kernels.minhash import shingle_hashes_cpu
+    from gpupipe.kernels.text_hash import arrow_buffers
+
+    texts = _texts(df)
+    data, offsets = arrow_buffers(texts)
+    flat, offs = shingle_hashes_cpu(data, offsets, cjk_mask(df, cfg.cjk_langs, texts), cfg.word_k, cfg.char_k)
+    counts = np.zeros(len(df), dtype=np.int64)
+    if len(df):
+        _sort_unique_segments(flat, offs, counts)
+    new_offsets = np.zeros(len(df) + 1, dtype=np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    out = np.empty(int(new_offsets[-1]), dtype=np.uint64)
+    if len(df):
+        _gather_segments(flat, offs, new_offsets, out)
+    return ShingleSets(df["doc_index"].to_numpy(np.int64), out, new_offsets)
+
+
+def write_shingle_sets(sets: ShingleSets, path: Path) -> None:
+    """One Parquet file: doc_index and the set as a list<uint64> column (Arrow list = our flat + offsets)."""
+    shingles = pa.LargeListArray.from_arrays(pa.array(sets.offsets, pa.int64()), pa.array(sets.flat, pa.uint64()))
+    write_table(pa.table({"doc_index": sets.doc_index, "shingles": shingles}), path)
+
+
+def read_shingle_sets(paths: list[Path]) -> ShingleSets:
+    table = pa.concat_tables([pq.read_table(p) for p in paths]).combine_chunks()
+    col = table.column("shingles").chunk(0) if table.num_rows else pa.array([], pa.large_list(pa.uint64()))
+    offsets = col.offsets.to_numpy().astype(np.int64)
+    flat = col.values.to_numpy(zero_copy_only=False).astype(np.uint64)[offsets[0]:offsets[-1]]
+    return ShingleSets(table.column("doc_index").to_numpy().astype(np.int64), flat, offsets - offsets[0])
 
 
 @njit(cache=True)
@@ -148,27 +278,22 @@ def _jaccard(flat, offsets, ia, ib, out):
         out[e] = inter / union if union > 0 else 1.0
 
 
-def shingle_sets(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> pd.DataFrame:
-    """doc_index → sorted unique 64-bit shingle hashes (the true sets the MinHash estimates)."""
-    from gpupipe.kernels.minhash import shingle_hashes_cpu
-    from gpupipe.kernels.text_hash import arrow_buffers
-
-    data, offsets = arrow_buffers(pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null(""))
-    flat, offs = shingle_hashes_cpu(data, offsets, cjk_mask(df, cfg.cjk_langs), cfg.word_k, cfg.char_k)
-    sets = [np.unique(flat[offs[i]:offs[i + 1]]) for i in range(len(df))]
-    return pd.DataFrame({"doc_index": df["doc_index"].to_numpy(), "shingles": sets})
-
-
-def verify_edges(edges: pd.DataFrame, sets: pd.DataFrame, threshold: float) -> pd.DataFrame:
+def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float) -> pd.DataFrame:
     """Keep the edges whose shingle-set Jaccard reaches the threshold; adds a `jaccard` column."""
     if edges.empty:
         return edges.assign(jaccard=np.array([], dtype=np.float64))
-    pos = pd.Series(np.arange(len(sets)), index=sets["doc_index"].to_numpy())
-    lengths = np.array([len(s) for s in sets["shingles"]], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    flat = np.concatenate(list(sets["shingles"])) if len(sets) else np.array([], np.uint64)
+    order = np.argsort(sets.doc_index, kind="stable")
+    known = sets.doc_index[order]
+
+    def position(docs: np.ndarray) -> np.ndarray:
+        i = np.minimum(np.searchsorted(known, docs), max(len(known) - 1, 0))
+        if len(known) == 0 or (known[i] != docs).any():
+            raise KeyError("verify_edges: an edge names a document without a shingle set")
+        return order[i]
+
     jac = np.empty(len(edges), dtype=np.float64)
-    _jaccard(flat.astype(np.uint64), offsets, pos[edges["u"]].to_numpy(), pos[edges["v"]].to_numpy(), jac)
+    _jaccard(sets.flat, sets.offsets, position(edges["u"].to_numpy(np.int64)),
+             position(edges["v"].to_numpy(np.int64)), jac)
     return edges.assign(jaccard=jac)[jac >= threshold]
 
 
@@ -235,10 +360,12 @@ def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
     return members.assign(keep=keep.reindex(members.index))
 
 
-def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> pd.DataFrame:
+def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array | None = None) -> pd.DataFrame:
+    import pyarrow.compute as pc
+
+    texts = _texts(df) if texts is None else texts
     out = pd.DataFrame({"doc_index": df["doc_index"].to_numpy(np.int64),
-                        "length": pa.array(df["text"], type=pa.large_string(), from_pandas=True)
-                        .fill_null("").to_pandas().str.len().to_numpy(np.int64)})
+                        "length": pc.utf8_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)})
     for p in cfg.priority:
         col = p.lstrip("-")
         if col != "length":
@@ -252,15 +379,15 @@ def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> pd.DataFrame:
 def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
     bands, rows = lsh_shape(cfg)
-    bh = band_hashes(signatures(df, cfg, seed, device), bands, rows)
+    texts = _texts(df)
+    bh = lsh_band_hashes(df, cfg, seed, device, texts)
     doc = df["doc_index"].to_numpy(np.int64)
-    keys = pd.DataFrame({"band": np.repeat(np.arange(bands), len(df)), "hash": bh.T.reshape(-1),
-                         "doc_index": np.tile(doc, bands)})
-    edges = star_edges(keys)
+    u, v = _star(np.repeat(np.arange(bands, dtype=np.int64), len(df)), bh.T.reshape(-1), np.tile(doc, bands))
+    edges = _unique_edges(u, v)
     if cfg.verify and len(edges):
         cand = df[df["doc_index"].isin(np.union1d(edges["u"], edges["v"]))]
         edges = verify_edges(edges, shingle_sets(cand, cfg), cfg.threshold)
-    members = connected_components(edges, device).merge(_priority_frame(df, cfg), on="doc_index")
+    members = connected_components(edges, device).merge(_priority_frame(df, cfg, texts), on="doc_index")
     return choose_keepers(members, cfg.priority)[["doc_index", "cluster", "keep"]]
 
 
@@ -298,14 +425,14 @@ class FuzzyDedup(GlobalStage):
             b = job.ctx.shuffle_buckets
             peaks += ex.map(route_task, [spec] * n, parts, [work] * n, [gdir] * n, [group] * n, [b] * n)
             edge_files += [f for f in ex.map(edges_task, [spec] * b, list(range(b)), [gdir] * b) if f]
-        edges = (pd.concat([read_part(f) for f in edge_files], ignore_index=True).drop_duplicates()
-                 if edge_files else pd.DataFrame({"u": np.array([], np.int64), "v": np.array([], np.int64)}))
+        found = [read_part(f) for f in edge_files]
+        edges = _unique_edges(np.concatenate([e["u"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)]),
+                              np.concatenate([e["v"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)]))
         extra = Counter({"bands": bands, "rows": rows, "candidate_edges": len(edges)})
         if cfg.verify and len(edges):
             cand = np.union1d(edges["u"], edges["v"])
             set_files = ex.map(shingles_task, [spec] * n, parts, job.inputs, [work] * n, [cand] * n)
-            sets = pd.concat([read_part(f) for f in set_files if f], ignore_index=True)
-            edges = verify_edges(edges, sets, cfg.threshold)
+            edges = verify_edges(edges, read_shingle_sets([f for f in set_files if f]), cfg.threshold)
             extra["verified_edges"] = len(edges)
         members = connected_components(edges, job.ctx.device)
         if len(members):
@@ -356,8 +483,9 @@ def sign_task(spec, part: int, in_path: Path, work: Path, bands: int, rows: int)
     stage = worker_stage(spec)
     with annotate("gpupipe/fuzzy_dedup/sign"):
         df = read_part(in_path)
-        bh = band_hashes(signatures(df, stage.config, stage.ctx.seed, stage.ctx.device), bands, rows)
-        out = _priority_frame(df, stage.config).assign(part=np.int64(part))
+        texts = _texts(df)
+        bh = lsh_band_hashes(df, stage.config, stage.ctx.seed, stage.ctx.device, texts)
+        out = _priority_frame(df, stage.config, texts).assign(part=np.int64(part))
         for b in range(bands):
             out[f"b{b}"] = bh[:, b]
         write_part(out, Path(work) / "bands" / f"part-{part:06d}.parquet")
@@ -395,9 +523,8 @@ def shingles_task(spec, part: int, in_path: Path, work: Path, candidates: np.nda
     df = df[df["doc_index"].isin(candidates)]
     if df.empty:
         return None
-    sets = shingle_sets(df, stage.config)
     out = Path(work) / "shingles" / f"part-{part:06d}.parquet"
-    write_part(sets, out)
+    write_shingle_sets(shingle_sets(df, stage.config), out)
     return str(out)
 
 

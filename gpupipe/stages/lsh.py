@@ -75,6 +75,7 @@ def _all_params(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, 0], arr[:, 1]
 
 
+@lru_cache(maxsize=256)  # ~30 ms of quadrature per call; stages ask once per partition
 def optimal_params(threshold: float, num_perm: int, fp_weight: float = 0.5,
                    fn_weight: float = 0.5) -> tuple[int, int]:
     """(bands, rows) minimising fp_weight * FP area + fn_weight * FN area over all b*r <= num_perm."""
