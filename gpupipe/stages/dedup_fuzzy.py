@@ -78,33 +78,25 @@ def _texts(df: pd.DataFrame) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array | None = None) -> np.ndarray:
+def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array) -> np.ndarray:
     """1 where a document is shingled by characters: by its `lang`, or by script when there is no `lang`."""
     if "lang" in df.columns:
         return df["lang"].isin(cjk_langs).to_numpy(np.uint8)
     import pyarrow.compute as pc
 
-    arr = _texts(df) if texts is None else texts
-    cjk = pc.count_substring_regex(arr, CJK_SCRIPT).to_numpy(zero_copy_only=False)
-    chars = np.maximum(pc.utf8_length(arr).to_numpy(zero_copy_only=False), 1)
+    cjk = pc.count_substring_regex(texts, CJK_SCRIPT).to_numpy(zero_copy_only=False)
+    chars = np.maximum(pc.utf8_length(texts).to_numpy(zero_copy_only=False), 1)
     return (cjk / chars > 0.3).astype(np.uint8)
 
 
-def signatures(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str,
-               texts: pa.Array | None = None) -> np.ndarray:
+def lsh_band_hashes(texts: pa.Array, cjk: np.ndarray, cfg: FuzzyDedupConfig, seed: int, device: str) -> np.ndarray:
+    """(n, bands) band hashes of MinHash signatures. Only the bands × rows permutations the bands read are computed
+    (120 of 128 at 12 × 10): permutation j depends on the seed and j alone, so they are the signature's first columns.
+    """
     from gpupipe.kernels.minhash import minhash
 
-    texts = _texts(df) if texts is None else texts
-    return minhash(texts, cjk_mask(df, cfg.cjk_langs, texts), num_perm=cfg.num_perm, seed=seed, word_k=cfg.word_k,
-                   char_k=cfg.char_k, device=device)
-
-
-def lsh_band_hashes(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int, device: str,
-                    texts: pa.Array | None = None) -> np.ndarray:
-    """(n, bands) band hashes. Only the bands × rows permutations the bands read are computed (120 of 128 at
-    12 × 10): permutation j depends on the seed and j alone, so they equal the first columns of the full signature."""
     bands, rows = lsh_shape(cfg)
-    sig = signatures(df, cfg.model_copy(update={"num_perm": bands * rows}), seed, device, texts)
+    sig = minhash(texts, cjk, num_perm=bands * rows, seed=seed, word_k=cfg.word_k, char_k=cfg.char_k, device=device)
     return band_hashes(sig, bands, rows)
 
 
@@ -225,23 +217,23 @@ class ShingleSets(NamedTuple):
     offsets: np.ndarray
 
 
-def shingle_sets(df: pd.DataFrame, cfg: FuzzyDedupConfig) -> ShingleSets:
+def shingle_sets(texts: pa.Array, cjk: np.ndarray, doc_index: np.ndarray, cfg: FuzzyDedupConfig) -> ShingleSets:
     """The true shingle sets the MinHash estimates (same kernel code as the signatures)."""
     from gpupipe.kernels.minhash import shingle_hashes_cpu
     from gpupipe.kernels.text_hash import arrow_buffers
 
-    texts = _texts(df)
     data, offsets = arrow_buffers(texts)
-    flat, offs = shingle_hashes_cpu(data, offsets, cjk_mask(df, cfg.cjk_langs, texts), cfg.word_k, cfg.char_k)
-    counts = np.zeros(len(df), dtype=np.int64)
-    if len(df):
+    flat, offs = shingle_hashes_cpu(data, offsets, cjk, cfg.word_k, cfg.char_k)
+    n = len(texts)
+    counts = np.zeros(n, dtype=np.int64)
+    if n:
         _sort_unique_segments(flat, offs, counts)
-    new_offsets = np.zeros(len(df) + 1, dtype=np.int64)
+    new_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=new_offsets[1:])
     out = np.empty(int(new_offsets[-1]), dtype=np.uint64)
-    if len(df):
+    if n:
         _gather_segments(flat, offs, new_offsets, out)
-    return ShingleSets(df["doc_index"].to_numpy(np.int64), out, new_offsets)
+    return ShingleSets(np.asarray(doc_index, np.int64), out, new_offsets)
 
 
 def write_shingle_sets(sets: ShingleSets, path: Path) -> None:
@@ -360,10 +352,9 @@ def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
     return members.assign(keep=keep.reindex(members.index))
 
 
-def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array | None = None) -> pd.DataFrame:
+def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array) -> pd.DataFrame:
     import pyarrow.compute as pc
 
-    texts = _texts(df) if texts is None else texts
     out = pd.DataFrame({"doc_index": df["doc_index"].to_numpy(np.int64),
                         "length": pc.utf8_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)})
     for p in cfg.priority:
@@ -378,16 +369,19 @@ def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array | N
 
 def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
-    bands, rows = lsh_shape(cfg)
+    bands = lsh_shape(cfg)[0]
     texts = _texts(df)
-    bh = lsh_band_hashes(df, cfg, seed, device, texts)
+    cjk = cjk_mask(df, cfg.cjk_langs, texts)
     doc = df["doc_index"].to_numpy(np.int64)
+    bh = lsh_band_hashes(texts, cjk, cfg, seed, device)
     u, v = _star(np.repeat(np.arange(bands, dtype=np.int64), len(df)), bh.T.reshape(-1), np.tile(doc, bands))
     edges = _unique_edges(u, v)
     if cfg.verify and len(edges):
-        cand = df[df["doc_index"].isin(np.union1d(edges["u"], edges["v"]))]
-        edges = verify_edges(edges, shingle_sets(cand, cfg), cfg.threshold)
-    members = connected_components(edges, device).merge(_priority_frame(df, cfg, texts), on="doc_index")
+        pos = np.flatnonzero(np.isin(doc, np.union1d(edges["u"], edges["v"])))
+        edges = verify_edges(edges, shingle_sets(texts.take(pos), cjk[pos], doc[pos], cfg), cfg.threshold)
+    members = connected_components(edges, device)
+    pos = np.flatnonzero(np.isin(doc, members["doc_index"].to_numpy()))
+    members = members.merge(_priority_frame(df.iloc[pos], cfg, texts.take(pos)), on="doc_index")
     return choose_keepers(members, cfg.priority)[["doc_index", "cluster", "keep"]]
 
 
@@ -484,7 +478,8 @@ def sign_task(spec, part: int, in_path: Path, work: Path, bands: int, rows: int)
     with annotate("gpupipe/fuzzy_dedup/sign"):
         df = read_part(in_path)
         texts = _texts(df)
-        bh = lsh_band_hashes(df, stage.config, stage.ctx.seed, stage.ctx.device, texts)
+        bh = lsh_band_hashes(texts, cjk_mask(df, stage.config.cjk_langs, texts), stage.config, stage.ctx.seed,
+                             stage.ctx.device)
         out = _priority_frame(df, stage.config, texts).assign(part=np.int64(part))
         for b in range(bands):
             out[f"b{b}"] = bh[:, b]
@@ -524,7 +519,9 @@ def shingles_task(spec, part: int, in_path: Path, work: Path, candidates: np.nda
     if df.empty:
         return None
     out = Path(work) / "shingles" / f"part-{part:06d}.parquet"
-    write_shingle_sets(shingle_sets(df, stage.config), out)
+    texts = _texts(df)
+    write_shingle_sets(shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(),
+                                    stage.config), out)
     return str(out)
 
 
