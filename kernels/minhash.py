@@ -573,15 +573,14 @@ def minhash(strings, cjk=False, num_perm: int = 128, seed: int = 0, word_k: int 
             char_k: int = 3, device: str = "cpu") -> np.ndarray:
     """(n, num_perm) uint64 signatures of a column of strings (nulls count as empty: all EMPTY).
 
-    ``strings``: a pyarrow (Chunked)Array, a pandas Series or a sequence of str/bytes. ``cjk``: a
-    bool for all documents or one per document. ``device``: "cpu", "gpu" or "auto"; all agree.
+    ``strings``: a pyarrow (Chunked)Array, a pandas Series, a sequence of str/bytes, or a cuDF
+    Series (read in place on the GPU for "gpu" and "auto"). ``cjk``: a bool for all documents or
+    one per document. ``device``: "cpu", "gpu" or "auto"; all agree.
     """
-    from .text_hash import _to_arrow, arrow_buffers
+    from .strings import kernel_inputs
 
-    if device not in ("cpu", "gpu", "auto"):
-        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
-    data, offsets = arrow_buffers(_to_arrow(strings))
+    data, offsets, on_gpu = kernel_inputs(strings, device)  # a cuDF Series stays where it is
     a, b = minhash_permutations(num_perm, seed)
-    if device == "gpu" or (device == "auto" and gpu_available()):
+    if on_gpu:
         return minhash_gpu(data, offsets, cjk, a, b, word_k, char_k).get()
     return minhash_cpu(data, offsets, cjk, a, b, word_k, char_k)

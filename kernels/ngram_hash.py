@@ -623,14 +623,13 @@ def gpu_available() -> bool:
 def ngram_lookup(strings, cjk, table, word=(13, 8), char=(20, 12), device: str = "cpu") -> NgramHits:
     """Table hits of a column of strings (nulls count as empty), as host arrays.
 
-    ``strings``: a pyarrow (Chunked)Array, a pandas Series or a sequence of str/bytes. ``cjk``: a
-    bool for all documents or one per document. ``device``: "cpu", "gpu" or "auto"; all agree.
+    ``strings``: a pyarrow (Chunked)Array, a pandas Series, a sequence of str/bytes, or a cuDF
+    Series (read in place on the GPU for "gpu" and "auto"). ``cjk``: a bool for all documents or
+    one per document. ``device``: "cpu", "gpu" or "auto"; all agree.
     """
-    from .text_hash import _to_arrow, arrow_buffers
+    from .strings import kernel_inputs
 
-    if device not in ("cpu", "gpu", "auto"):
-        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
-    data, offsets = arrow_buffers(_to_arrow(strings))
-    if device == "gpu" or (device == "auto" and gpu_available()):
+    data, offsets, on_gpu = kernel_inputs(strings, device)
+    if on_gpu:
         return ngram_lookup_gpu(data, offsets, cjk, table, word, char).get()
     return ngram_lookup_cpu(data, offsets, cjk, table, word, char)

@@ -35,6 +35,10 @@ from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
 from ._cuda import cuda_source
+# String columns as (data, offsets): Arrow/pandas on the host, cuDF on the device. Re-exported here
+# because other kernels and stages import them from this module.
+from .strings import (_null_slots_hold_bytes, _single_array, _to_arrow, arrow_buffers,  # noqa: F401
+                      cudf_buffers, gpu_available, kernel_inputs, string_buffers)
 
 # Bases: the fractional bits of the golden ratio and of sqrt(2) (SHA-512's first IV word), mod p,
 # made odd. Length constants: splitmix64's multipliers. Changing any of these changes every hash.
@@ -199,109 +203,22 @@ def _nvtx_range(message: str):
     return contextlib.nullcontext()
 
 
-def gpu_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device; never raises."""
-    try:
-        import cupy as cp
-
-        return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
 
 
 # --------------------------------------------------------------------------------------------
-# Arrow plumbing and the convenience entry point
+# The convenience entry point (string buffers: kernels/strings.py)
 # --------------------------------------------------------------------------------------------
-
-
-def _single_array(arr):
-    """One contiguous Array from a ChunkedArray (zero-copy when it has a single chunk)."""
-    import pyarrow as pa
-
-    if arr.num_chunks == 1:
-        return arr.chunk(0)
-    if arr.num_chunks == 0:
-        return pa.array([], type=arr.type)
-    try:
-        return arr.combine_chunks()
-    except (pa.ArrowInvalid, pa.ArrowCapacityError):  # > 2 GiB of text: int32 offsets overflow
-        large = pa.large_binary() if pa.types.is_binary(arr.type) else pa.large_string()
-        return arr.cast(large).combine_chunks()
-
-
-def _null_slots_hold_bytes(arr, offsets) -> bool:
-    """Arrow allows a null slot to span bytes; such slots must become empty before hashing."""
-    import pyarrow.compute as pc
-
-    valid = pc.is_valid(arr).to_numpy(zero_copy_only=False)
-    return bool(np.any(np.diff(offsets)[~valid]))
-
-
-def arrow_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-copy numpy views (values uint8, offsets int32/int64 with n+1 entries) of a string array.
-
-    Accepts (large_)string and (large_)binary Arrays or ChunkedArrays (several chunks are combined,
-    which copies). A sliced array keeps its offsets as they are (they index the whole value buffer).
-    Nulls hash as "": their slots are normally empty already; if one is not, the array is rebuilt
-    with nulls filled by "" (a copy, only then).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(arr, pa.ChunkedArray):
-        arr = _single_array(arr)
-    t = arr.type
-    if pa.types.is_null(t):  # e.g. a column of only None: all empty
-        return np.empty(0, dtype=np.uint8), np.zeros(len(arr) + 1, dtype=np.int32)
-    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
-        arr = arr.cast(pa.large_binary() if pa.types.is_binary_view(t) else pa.large_string())
-        t = arr.type
-    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        off_dtype = np.dtype(np.int64)
-    elif pa.types.is_string(t) or pa.types.is_binary(t):
-        off_dtype = np.dtype(np.int32)
-    else:
-        raise TypeError(f"expected a string or binary Arrow array, got {t}")
-    if len(arr) == 0:
-        return np.empty(0, dtype=np.uint8), np.zeros(1, dtype=off_dtype)
-
-    def views(a):
-        _, off_buf, data_buf = a.buffers()
-        offsets = np.frombuffer(off_buf, dtype=off_dtype, count=len(a) + 1,
-                                offset=a.offset * off_dtype.itemsize)
-        data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, np.uint8)
-        return data, offsets
-
-    data, offsets = views(arr)
-    if arr.null_count and _null_slots_hold_bytes(arr, offsets):
-        empty = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b""
-        data, offsets = views(pc.fill_null(arr, pa.scalar(empty, type=t)))
-    return data, offsets
-
-
-def _to_arrow(strings):
-    """An Arrow array from Arrow, pandas (pyarrow-backed or object), cuDF-like or a sequence."""
-    import pyarrow as pa
-
-    if isinstance(strings, (pa.Array, pa.ChunkedArray)):
-        return strings
-    if hasattr(strings, "to_arrow") and not hasattr(strings, "__arrow_array__"):
-        return strings.to_arrow()  # cuDF / polars Series
-    if not hasattr(strings, "__arrow_array__") and not hasattr(strings, "dtype"):
-        strings = list(strings)
-    return pa.array(strings)  # pandas input: None / NaN become null
 
 
 def text_hash(strings, device: str = "cpu") -> np.ndarray:
     """Hash a column of strings into an (n, 2) uint64 numpy array.
 
-    ``strings``: a pyarrow (Chunked)Array, a pandas Series (pyarrow-backed or object) or a sequence
-    of str/bytes. ``device``: "cpu", "gpu" (CuPy; buffers are copied to the device) or "auto"
-    (the GPU when CuPy sees one). All give the same hashes.
+    ``strings``: a pyarrow (Chunked)Array, a pandas Series (pyarrow-backed or object), a sequence
+    of str/bytes, or a cuDF Series. ``device``: "cpu", "gpu" or "auto" (the GPU when CuPy sees
+    one; always for a cuDF Series, whose buffers the kernel reads in place on the device, with no
+    host round trip). Host inputs are copied to the device for "gpu". All give the same hashes.
     """
-    if device not in ("cpu", "gpu", "auto"):
-        raise ValueError(f"device must be 'cpu', 'gpu' or 'auto', got {device!r}")
-    data, offsets = arrow_buffers(_to_arrow(strings))
-    if device == "gpu" or (device == "auto" and gpu_available()):
+    data, offsets, on_gpu = kernel_inputs(strings, device)
+    if on_gpu:
         return text_hash_gpu(data, offsets).get()
     return text_hash_cpu(data, offsets)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one script to run on a GPU machine, from anywhere in the repo: machine info, the kernel
-# tests (GPU parity included), then the benchmarks (text_hash, minhash, ngram_hash). Needs only
-# python3 with numpy, numba, pyarrow and cupy (pytest, pandas, xxhash used when present). Whole
-# run: well under 5 minutes.
+# tests (GPU parity included), the cuDF tests when cuDF is installed (string buffers read in place,
+# and a `gpupipe run` on cuDF frames giving the CPU's shards; reported as skipped otherwise), then
+# the benchmarks (text_hash, minhash, ngram_hash). Needs only python3 with numpy, numba, pyarrow
+# and cupy (pytest, pandas, xxhash used when present). Whole run: well under 5 minutes.
 # With $OUT set, everything printed is also written to $OUT/gpu_check.txt.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +34,7 @@ trap 'rm -rf "$SHIM"' EXIT
 mkdir "$SHIM/gpupipe"
 ln -s "$REPO/kernels" "$SHIM/gpupipe/kernels"
 printf '__path__ = [%s, %s]\n' "'$SHIM/gpupipe'" "'$REPO/gpupipe'" > "$SHIM/gpupipe/__init__.py"
+printf 'exec(open(%s).read())\n' "'$REPO/gpupipe/__init__.py'" >> "$SHIM/gpupipe/__init__.py"  # __version__
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 
 echo
@@ -49,6 +51,20 @@ else
     echo "pytest missing: running the parity checks of the benchmark scripts instead"
     timeout 120 "$PY" profiling/bench_text_hash.py --check || status=$?
     timeout 120 "$PY" profiling/bench_minhash_kernel.py --check || status=$?
+fi
+
+echo
+echo "== cuDF (RAPIDS path): string buffers in place, and a gpupipe run on cuDF frames vs the CPU"
+if ! "$PY" -c 'import cudf' 2>/dev/null; then
+    echo "skipped: cuDF is not installed (python -c 'import cudf' failed)"
+elif ! "$PY" -c 'import pytest' 2>/dev/null; then
+    echo "skipped: pytest is missing"
+else
+    # The end-to-end test needs gpupipe's own dependencies (pip install -e '.[gpu]'); it skips, with
+    # the reason, where they are missing.
+    (cd "$SHIM" && timeout 180 "$PY" -m pytest -q -rs -p no:cacheprovider --noconftest \
+        --rootdir "$REPO" -o addopts="" -o markers="gpu: needs a CUDA device" \
+        "$REPO/tests/test_rapids_path.py" -k test_cudf_) || status=$?
 fi
 
 echo

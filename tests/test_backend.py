@@ -37,8 +37,21 @@ def test_cli_device_gpu_exits_before_work(tmp_path, capsys):
 
 
 def test_gpu_modules_import_without_a_gpu():
-    for mod in ("gpupipe.kernels", "gpupipe.kernels.text_hash", "gpupipe.backend", "gpupipe.run.executors"):
+    for mod in ("gpupipe.kernels", "gpupipe.kernels.text_hash", "gpupipe.kernels.strings", "gpupipe.kernels.minhash",
+                "gpupipe.kernels.ngram_hash", "gpupipe.backend", "gpupipe.run.executors", "gpupipe.stages.dedup_exact"):
         importlib.import_module(mod)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a CUDA device")
+def test_frames_stay_pandas_without_a_gpu(tmp_path):
+    import pandas as pd
+
+    assert backend.frame_module("gpu").__name__ == "pandas"      # device gpu without cuDF + a device: pandas
+    assert not backend.has_cudf()
+    df = pd.DataFrame({"text": ["a", None]})
+    backend.write_frame(df, tmp_path / "p.parquet")
+    assert type(backend.read_frame(tmp_path / "p.parquet", "gpu")) is pd.DataFrame
+    assert backend.frame_to_host(df) is df
 
 
 @pytest.mark.gpu

@@ -9,7 +9,7 @@ import time
 from typing import Any, Callable
 
 from gpupipe import __version__
-from gpupipe.backend import resolve_device
+from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config import ConfigError, RunConfig, dump_config
 from gpupipe.io.parts import atomic_write_text, part_paths
 from gpupipe.run.executors import make_executor
@@ -85,6 +85,10 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     fingerprint = input_fingerprint(read.files)
     log.info("gpupipe %s run: %s stages, device %s, executor %s", __version__, len(stages), device,
              cfg.executor.kind)
+    if device == "gpu":
+        native = [s.name for s in stages if s.gpu_native]
+        log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
+                 if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
 
     executor = None
     stage_stats: list[dict[str, Any]] = []

@@ -3,6 +3,14 @@
 A stage maps documents (rows of a DataFrame) to documents. Map stages compute columns first (`transform`), then
 say which rows to drop and why (`reasons`); this base class drops them, counts each reason, writes the rejects
 and the stats, so a stage module holds only its own logic.
+
+Frames on either side. A stage with `gpu_native = True` uses only operations that pandas and cuDF both have, plus
+kernels on `backend.string_buffers`; with `device: gpu` and cuDF installed its partitions are decoded on the GPU as
+cuDF frames and its kernels read the string columns in place. Every other stage is host-only (trafilatura,
+fastText, tokenizers, KenLM, numba-only kernels, per-document Python): its partitions are read as pandas. Stages
+exchange Parquet parts, so the part between two stages is where a frame crosses sides; a device frame handed to
+a host-only stage in memory is converted once (`MapStage.process_partition`), and a GPU-native stage's output is
+brought to the host once to be written. Both copies are counted in the stage's `extra.host_transfer_bytes`.
 """
 
 from __future__ import annotations
@@ -14,11 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from gpupipe.backend import (frame_nbytes, frame_to_host, has_cudf, is_device_frame, read_frame, string_buffers,
+                             write_frame)
 from gpupipe.config import Strict
-from gpupipe.io.parts import part_paths, read_part, write_part
+from gpupipe.io.parts import part_paths
 from gpupipe.nvtx_ranges import annotate
 
 REJECT_TEXT_CHARS = 1000  # rejects keep a prefix of the text: enough to audit, small enough to keep them all
@@ -74,12 +82,17 @@ class StageStats:
                    Counter(d.get("extra", {})))
 
 
-def text_bytes(col: pd.Series) -> int:
-    """UTF-8 bytes of a string column, without a Python loop."""
+def text_bytes(col) -> int:
+    """UTF-8 bytes of a string column (pandas or cuDF; nulls count 0): the span of its offsets, no Python loop."""
     if len(col) == 0:
         return 0
-    arr = pa.array(col, type=pa.large_string(), from_pandas=True)
-    return int(pc.sum(pc.binary_length(arr)).as_py() or 0)
+    _, offsets = string_buffers(col)
+    return int(offsets[-1]) - int(offsets[0])
+
+
+def host_series(s):
+    """A pandas Series from a pandas or cuDF one (small results only: counts, reasons)."""
+    return s.to_pandas() if is_device_frame(s) else s
 
 
 @dataclass
@@ -99,6 +112,9 @@ class Stage:
 
     name: ClassVar[str]
     Config: ClassVar[type[Strict]] = Strict
+    # True: the partition code uses only operations pandas and cuDF both have, plus kernels on
+    # backend.string_buffers, so on the GPU it runs on cuDF frames. False: host-only (see the module docstring).
+    gpu_native: ClassVar[bool] = False
 
     def __init__(self, config: Strict, ctx: RunContext):
         self.config = config
@@ -110,6 +126,11 @@ class Stage:
     def spec(self) -> tuple[str, str, RunContext]:
         """A picklable description from which a worker rebuilds this stage."""
         return (self.name, self.config.model_dump_json(), self.ctx)
+
+    def frame_device(self) -> str:
+        """Where this stage's partitions are read: "gpu" (cuDF) for a GPU-native stage on device gpu with cuDF
+        installed, else "cpu" (pandas; with CuPy only, kernels still run on the GPU and copy their buffers)."""
+        return "gpu" if self.gpu_native and self.ctx.device == "gpu" and has_cudf() else "cpu"
 
 
 class MapStage(Stage):
@@ -131,19 +152,32 @@ class MapStage(Stage):
         return Counter()
 
     def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+        # pandas and cuDF alike: boolean-Series row selection (.loc), assign, reset_index; counts go to the host
         stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if len(df) else 0)
         df = self.transform(df)
         why = self.reasons(df)
         if why is None:
             kept, rejects = df, df.iloc[:0]
         else:
-            drop = why.notna().to_numpy()
-            kept, rejects = df[~drop], df[drop].assign(reason=why[drop])
-            stats.removed.update(rejects["reason"].value_counts().to_dict())
+            drop = why.notna()
+            kept, rejects = df.loc[~drop], df.loc[drop].assign(reason=why.loc[drop])
+            stats.removed.update(host_series(rejects["reason"]).value_counts().to_dict())
         stats.docs_out = len(kept)
         stats.bytes_out = text_bytes(kept["text"]) if len(kept) else 0
         stats.extra.update(self.extra_stats(kept))
         return kept.reset_index(drop=True), rejects, stats
+
+    def process_partition(self, df) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+        """`run_partition` on the frame kind this stage takes: a device (cuDF) frame given to a host-only stage is
+        converted to pandas once here, and the bytes moved are counted in `extra.host_transfer_bytes`."""
+        moved = 0
+        if is_device_frame(df) and not self.gpu_native:
+            moved = frame_nbytes(df)
+            df = frame_to_host(df)
+        kept, rejects, stats = self.run_partition(df)
+        if moved:
+            stats.extra["host_transfer_bytes"] += moved
+        return kept, rejects, stats
 
     def execute(self, job: StageJob) -> StageStats:
         results = job.executor.map(map_partition_task, [self.spec()] * len(job.inputs), job.inputs,
@@ -177,24 +211,27 @@ def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
     stage = worker_stage(spec)
     with annotate(f"gpupipe/{stage.name}"):
         t0 = time.perf_counter()
-        df = read_part(in_path)
-        kept, rejects, stats = stage.run_partition(df)
-        write_part(kept, Path(out_dir) / Path(in_path).name)
+        df = read_frame(in_path, stage.frame_device())
+        kept, rejects, stats = stage.process_partition(df)
+        moved = write_frame(kept, Path(out_dir) / Path(in_path).name)
         if len(rejects):
-            write_rejects(rejects, Path(out_dir) / "rejects" / Path(in_path).name)
+            moved += write_rejects(rejects, Path(out_dir) / "rejects" / Path(in_path).name)
+        if moved:  # a GPU-native stage's output, brought to the host to be written
+            stats.extra["host_transfer_bytes"] += moved
     d = stats.to_dict(stage.name, time.perf_counter() - t0)
     return d
 
 
-def write_rejects(rejects: pd.DataFrame, path: Path) -> None:
+def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
+    """Write what a stage removed (pandas or cuDF); returns the bytes a cuDF frame moved to the host."""
     cols = [c for c in ("id", "doc_index", "url", "reason", "text", "lang", "lang_score", "quality_score",
                         "perplexity") if c in rejects.columns]
     cols += [c for c in rejects.columns if c.startswith("q_")]  # signals: the report draws removed docs too
     out = rejects[cols].copy()
     if "text" in out.columns:
         out["text"] = out["text"].str.slice(0, REJECT_TEXT_CHARS)
-    write_part(out.reset_index(drop=True), path)
+    return write_frame(out.reset_index(drop=True), path)
 
 
 __all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "map_partition_task", "part_paths",
-           "text_bytes", "worker_stage", "write_rejects"]
+           "host_series", "text_bytes", "worker_stage", "write_rejects"]

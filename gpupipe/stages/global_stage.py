@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpupipe.backend import read_frame
 from gpupipe.io.parts import read_part, write_part
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import MapStage, StageJob, StageStats, map_partition_task, worker_stage
@@ -31,7 +32,10 @@ class GlobalStage(MapStage):
     """Subclasses implement `keys` and `resolve`; `bucket_of` routes a key row to its bucket."""
 
     def keys(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Key columns per document, plus `doc_index` (kept from df) and `_bucket` (a uint64 used for routing)."""
+        """Key columns per document, plus `doc_index` (kept from df) and `_bucket` (a uint64 used for routing).
+
+        `df` is a cuDF frame when the stage is `gpu_native` and runs on the GPU; the keys returned are pandas (they
+        are small, and the exchange between workers is through files on the host)."""
         raise NotImplementedError(f"{type(self).__name__} uses the key exchange and must define keys()")
 
     def resolve(self, keys: pd.DataFrame) -> tuple[pd.DataFrame, Counter]:
@@ -41,7 +45,9 @@ class GlobalStage(MapStage):
     # -- phase 3 hooks: MapStage.run_partition asks `reasons`, which looks the partition's removals up.
     _removals: dict[int, str] = {}
 
-    def reasons(self, df: pd.DataFrame) -> pd.Series:
+    def reasons(self, df: pd.DataFrame) -> pd.Series | None:
+        if not self._removals:
+            return None  # nothing to remove in this partition: every row stays
         return df["doc_index"].map(self._removals)  # NaN (kept) where the partition has no removal
 
     def execute(self, job: StageJob) -> StageStats:
@@ -63,7 +69,7 @@ class GlobalStage(MapStage):
 def keys_task(spec, part: int, in_path: Path, work: Path, buckets: int) -> None:
     stage = worker_stage(spec)
     with annotate(f"gpupipe/{stage.name}/keys"):
-        keys = stage.keys(read_part(in_path)).assign(part=np.int64(part))
+        keys = stage.keys(read_frame(in_path, stage.frame_device())).assign(part=np.int64(part))
         bucket = (keys.pop(BUCKET_COLUMN).to_numpy(np.uint64) % np.uint64(buckets)).astype(np.int64)
         for j, group in keys.groupby(bucket, sort=True):
             write_part(group.reset_index(drop=True), Path(work) / f"keys-b{j:05d}" / f"part-{part:06d}.parquet")
