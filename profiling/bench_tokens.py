@@ -1,7 +1,10 @@
 """Tokenize + pack throughput: gpupipe's path side by side with Megatron-LM's preprocess path.
 
-  gpupipe        encode_batch (the Rust tokenizer, batches encoded in parallel on --workers threads) + StreamPacker
-                 (EOS stream → fixed blocks → shard files); also with best-fit packing and with the Megatron writer
+  gpupipe        encode_batch + StreamPacker (EOS stream → fixed blocks → shard files); also with best-fit packing
+                 and with the Megatron writer. encode_batch runs tiktoken's Rust BPE on the tokenizer's merges
+                 (gpupipe.tokens.fast_bpe: the same ids as HF tokenizers, checked when it loads; documents spread
+                 over --workers threads); the row "tokenizers encode_batch_fast" is the same stream path with HF
+                 tokenizers' own batch encoder (--workers rayon threads) instead, as before the fast path
   megatron       what Megatron-LM's tools/preprocess_data.py does (it is not in megatron-core, so re-enacted here):
                  per-document `tokenizer.encode` (+ EOS) in a multiprocessing Pool of --workers processes,
                  imap chunksize 32, and megatron-core's IndexedDatasetBuilder add_document/finalize in the main
@@ -9,12 +12,14 @@
   megatron-1p    the same per-document loop in one process (the "plain loop")
 Where megatron-core is not importable, the peer's writer is a plain numpy .bin/.idx writer and says so.
 
-Same tokenizer file, same texts, same EOS (the token counts must agree); reading the corpus and training the
-tokenizer are not timed, and every path's tokenizer is warmed on the first 2000 documents. --repeat rounds run
+Same tokenizer file, same texts, same EOS (the token counts must agree); reading the corpus, training the
+tokenizer and loading it (for gpupipe: building and checking the fast encoder, printed) are not timed, and every
+path's tokenizer is warmed on the first 2000 documents. --repeat rounds run
 every path once each, so outside load hits all alike; each path's best round is reported: wall and CPU seconds,
 tokens/s, MB/s of UTF-8 text, and the ratio of its time to gpupipe stream's.
 
 Usage:  python profiling/bench_tokens.py CORPUS.jsonl[.gz] [--docs N] [--workers 2] [--tokenizer tokenizer.json]
+        [--megatron-python PYTHON]   (default: $GPUPIPE_MEGATRON_PYTHON, else this interpreter)
 """
 
 from __future__ import annotations
@@ -109,8 +114,9 @@ def read_texts(path: str, limit: int | None) -> list[str]:
 
 
 def ours(tok, texts: list[str], batch: int, out: Path, mode: str, eos: int,
-         pad: int | None) -> tuple[float, float, int]:
-    """encode_batch per partition-sized batch + a packer, as the tokenize and pack stages do."""
+         pad: int | None, fast: bool = True) -> tuple[float, float, int, list[str]]:
+    """encode_batch per partition-sized batch + a packer, as the tokenize and pack stages do; returns wall and CPU
+    seconds, stream tokens and the shards' sha256s."""
     from gpupipe.tokens.bestfit import BestFitPacker
     from gpupipe.tokens.megatron import MegatronWriter
     from gpupipe.tokens.packing import StreamPacker
@@ -124,14 +130,15 @@ def ours(tok, texts: list[str], batch: int, out: Path, mode: str, eos: int,
         packer = StreamPacker(out, 2048, eos, dtype)
     mega = MegatronWriter(out / "megatron", dtype, eos) if mode == "megatron" else None
     for start in range(0, len(texts), batch):
-        docs = [d for d in encode_batch(tok, texts[start:start + batch]) if d.size]
+        docs = [d for d in encode_batch(tok, texts[start:start + batch], fast=fast) if d.size]
         packer.add_many(docs, "bench")
         if mega is not None:
             mega.add_many(docs)
     summary = packer.finish()
     if mega is not None:
         mega.finish()
-    return time.perf_counter() - t0, time.process_time() - c0, summary["stream_tokens"]
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return seconds, cpu, summary["stream_tokens"], [s["sha256"] for s in summary["shards"]]
 
 
 def peer(python: str, tok_path: Path, texts: list[str], workers: int, tmp: Path) -> dict:
@@ -175,13 +182,14 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=32000)
     ap.add_argument("--train-docs", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--megatron-python", default=sys.executable,
-                    help="the interpreter with megatron-core and tokenizers for the peer (default: this one)")
+    ap.add_argument("--megatron-python", default=os.environ.get("GPUPIPE_MEGATRON_PYTHON", sys.executable),
+                    help="the interpreter with megatron-core and tokenizers for the peer "
+                         "(default: $GPUPIPE_MEGATRON_PYTHON, else this one)")
     args = ap.parse_args()
     os.environ["RAYON_NUM_THREADS"] = str(args.workers)  # read when the tokenizers thread pool starts
 
     from gpupipe.tokens.bestfit import PAD_TOKEN
-    from gpupipe.tokens.tokenizer import encode_batch, eos_id
+    from gpupipe.tokens.tokenizer import encode_batch, encoder_info, eos_id
 
     texts = read_texts(args.corpus, args.docs)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
@@ -192,12 +200,18 @@ def main() -> None:
         eos, pad = eos_id(tok), tok.token_to_id(PAD_TOKEN)
         labels = {"stream": "gpupipe stream", "bestfit": "gpupipe best-fit",
                   "megatron": "gpupipe stream + megatron .bin/.idx",
+                  "stream-hf": "gpupipe stream, tokenizers encode_batch_fast",
                   "peer": f"megatron preprocess ({args.workers} proc)", "peer1": "megatron plain loop (1 proc)"}
         if pad is None:
             del labels["bestfit"]
+        t0 = time.perf_counter()
+        info = encoder_info(tok)  # builds and checks the fast encoder once per tokenizer
+        print(f"gpupipe encoder: {info} (ready in {time.perf_counter() - t0:.2f} s, not timed below)")
         encode_batch(tok, texts[:2000])  # warm the tokenizer's word cache, as the peer does
+        encode_batch(tok, texts[:2000], fast=False)
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in labels}
         tokens: dict[str, int] = {}
+        shards: dict[str, list[str]] = {}
         # Rounds go through every path in turn, so load from elsewhere on the machine hits all paths alike;
         # each path keeps its best round.
         for _ in range(args.repeat):
@@ -207,16 +221,23 @@ def main() -> None:
                     labels[mode] = labels[mode].split(" [")[0] + f" [{r['writer']}]"
                     seconds, cpu, tokens[mode] = r["seconds"], r["cpu"], r["tokens"]
                 else:
-                    seconds, cpu, tokens[mode] = ours(tok, texts, args.batch, tmp / f"ours-{mode}", mode, eos, pad)
+                    seconds, cpu, tokens[mode], shards[mode] = ours(tok, texts, args.batch, tmp / f"ours-{mode}",
+                                                                    mode.removesuffix("-hf"), eos, pad,
+                                                                    fast=mode != "stream-hf")
                 times[mode].append((seconds, cpu))
         rows = [(labels[m], *min(times[m]), tokens[m]) for m in labels]
 
     base = rows[0][1]
     print(f"\n{'path':<66} {'seconds':>7} {'cpu s':>6} {'tokens':>9} {'Mtok/s':>6} {'MB/s':>5} {'ratio':>5}")
-    for label, seconds, cpu, tokens in rows:
-        print(f"{label:<66} {seconds:7.2f} {cpu:6.2f} {tokens:9d} {tokens / seconds / 1e6:6.2f} {mb / seconds:5.1f} "
+    for label, seconds, cpu, n in rows:
+        print(f"{label:<66} {seconds:7.2f} {cpu:6.2f} {n:9d} {n / seconds / 1e6:6.2f} {mb / seconds:5.1f} "
               f"{seconds / base:5.2f}")
-    print("\nratio = this path's time / gpupipe stream's time: above 1, gpupipe stream is that many times faster "
+    if len(set(tokens.values())) > 1:
+        print(f"\nWARNING: the paths disagree on the token count: {tokens}")
+    same = shards["stream"] == shards["stream-hf"]
+    print(f"\nshards of gpupipe stream with the fast encoder and with tokenizers' encoder: "
+          f"{'byte-identical' if same else 'DIFFERENT'} ({len(shards['stream'])} shards, sha256 compared)")
+    print("ratio = this path's time / gpupipe stream's time: above 1, gpupipe stream is that many times faster "
           "(target: >= 2 against the peer on 2 cores);\ncpu s = CPU seconds of all threads and processes: "
           "wall time near cpu time means the run got one core, not two (a busy machine)")
 

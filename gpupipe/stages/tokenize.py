@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from gpupipe.config import Strict
 from gpupipe.stages.base import MapStage, StageJob, StageStats
-from gpupipe.tokens.tokenizer import (EOS_TOKEN, encode_batch, eos_id, load_tokenizer, save_tokenizer,
-                                      train_byte_level_bpe)
+from gpupipe.tokens.tokenizer import (EOS_TOKEN, encode_batch_flat, encoder_info, eos_id, load_tokenizer,
+                                      save_tokenizer, train_byte_level_bpe)
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -61,12 +61,10 @@ class Tokenize(MapStage):
         return MapStage.execute(worker, job)
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
-        ids = encode_batch(self._tok, df["text"].tolist())
-        lengths = np.array([len(a) for a in ids], dtype=np.int64)
-        tokens = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64()),
-                                          pa.array(np.concatenate(ids) if ids else np.array([], np.uint32),
-                                                   pa.uint32()))
-        return df.assign(tokens=pd.Series(pd.arrays.ArrowExtensionArray(tokens), index=df.index), n_tokens=lengths)
+        ids, offsets = encode_batch_flat(self._tok, df["text"].tolist())
+        tokens = pa.ListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(ids, pa.uint32()))
+        return df.assign(tokens=pd.Series(pd.arrays.ArrowExtensionArray(tokens), index=df.index),
+                         n_tokens=np.diff(offsets))
 
     def reasons(self, df: pd.DataFrame) -> pd.Series:
         return pd.Series(np.where(df["n_tokens"].to_numpy() == 0, "empty_tokens", None), index=df.index,
@@ -74,6 +72,8 @@ class Tokenize(MapStage):
 
     def extra_stats(self, df_out: pd.DataFrame) -> Counter:
         c = Counter({"tokens": int(df_out["n_tokens"].sum())})
+        encoder = encoder_info(self._tok)["encoder"]  # tiktoken, or tokenizers (the log says why)
+        c[f"docs_encoded_{encoder}"] += len(df_out)
         if "lang" in df_out.columns:
             for lang, g in df_out.groupby("lang"):
                 c[f"tokens_{lang}"] += int(g["n_tokens"].sum())

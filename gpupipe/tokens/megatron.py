@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .packing import check_document
+from .packing import check_document, check_token_ids
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 INDEX_VERSION = 1
@@ -98,36 +98,43 @@ class MegatronWriter:
         self.add_many([tokens])
 
     def add_many(self, token_arrays: Iterable) -> None:
-        docs = [self._check(t) for t in token_arrays]
+        """Documents in order. The checks and the write run once per batch, not per document: a corpus has
+        millions of small documents, and a batch with a bad document writes nothing."""
+        if self._summary is not None:
+            raise RuntimeError("MegatronWriter.finish() was already called")
+        docs = [np.asarray(t) for t in token_arrays]
         if not docs:
             return
         lengths = np.fromiter((d.size for d in docs), dtype=np.int64, count=len(docs))
+        bad = next((d for d in docs if d.ndim != 1 or d.size == 0), None)
+        if bad is not None:
+            check_document(bad, self.dtype)  # raises, naming the shape
+        if int(lengths.max()) + 1 > np.iinfo(np.int32).max:
+            raise ValueError(f"document of {int(lengths.max())} tokens exceeds Megatron's int32 sequence length")
+        joined = np.concatenate(docs)
+        check_token_ids(joined, self.dtype)
+        if np.any(joined == self.eos_id):
+            raise ValueError(f"document contains the EOS id {self.eos_id}")
         # one write per batch: doc EOS doc EOS ..., the EOS inserted in one vectorized call
-        joined = np.insert(np.concatenate(docs), np.cumsum(lengths), self.eos_id)
+        joined = np.insert(joined.astype(self.dtype, copy=False), np.cumsum(lengths), self.eos_id)
         data = memoryview(joined).cast("B")
         self._bin.write(data)
         self._sha.update(data)
-        for n in (lengths + 1).tolist():
-            self._push_length(n)
+        self._push_lengths(lengths + 1)
 
-    def _check(self, tokens) -> np.ndarray:
-        if self._summary is not None:
-            raise RuntimeError("MegatronWriter.finish() was already called")
-        arr = check_document(tokens, self.dtype)
-        if arr.size + 1 > np.iinfo(np.int32).max:
-            raise ValueError(f"document of {arr.size} tokens exceeds Megatron's int32 sequence length")
-        if np.any(arr == self.eos_id):
-            raise ValueError(f"document contains the EOS id {self.eos_id}")
-        return np.ascontiguousarray(arr, dtype=self.dtype)
-
-    def _push_length(self, n: int) -> None:
-        self._chunk[self._fill] = n
-        self._fill += 1
-        self._tokens += n
-        if self._fill == self._chunk.size:
-            self._chunks.append(self._chunk)
-            self._chunk = np.empty(_LENGTHS_CHUNK, dtype=np.int32)
-            self._fill = 0
+    def _push_lengths(self, lengths: np.ndarray) -> None:
+        """Sequence lengths into the int32 chunks, a slice at a time."""
+        pos = 0
+        while pos < lengths.size:
+            take = min(self._chunk.size - self._fill, lengths.size - pos)
+            self._chunk[self._fill:self._fill + take] = lengths[pos:pos + take]
+            self._fill += take
+            pos += take
+            if self._fill == self._chunk.size:
+                self._chunks.append(self._chunk)
+                self._chunk = np.empty(_LENGTHS_CHUNK, dtype=np.int32)
+                self._fill = 0
+        self._tokens += int(lengths.sum())
 
     def finish(self) -> dict:
         """Close the .bin, write the .idx; return {bin, idx, documents, tokens, dtype, dtype_code, *_sha256}."""

@@ -118,7 +118,10 @@ class StreamPacker:
         docs = [np.asarray(t) for t in token_lists]
         if not docs:
             return
-        sources = _expand_sources(sources, len(docs))
+        if sources is None:
+            sources = "default"
+        elif not isinstance(sources, str):
+            sources = _expand_sources(sources, len(docs))  # checks the count before anything is written
         lengths = np.fromiter((d.size for d in docs), dtype=np.int64, count=len(docs))
         joined = self._check_batch(docs, lengths)
         # docA EOS docB EOS ...: insert one EOS after each document in one vectorized call
@@ -127,8 +130,11 @@ class StreamPacker:
 
         self._documents += len(docs)
         self._stream_tokens += piece.size
-        for source, n in zip(sources, lengths.tolist()):
-            self._tokens_per_source[source] = self._tokens_per_source.get(source, 0) + n + 1
+        if isinstance(sources, str):  # one source for the whole batch: no per-document loop
+            self._tokens_per_source[sources] = self._tokens_per_source.get(sources, 0) + piece.size
+        else:
+            for source, n in zip(sources, lengths.tolist()):
+                self._tokens_per_source[source] = self._tokens_per_source.get(source, 0) + n + 1
 
     def _check_batch(self, docs: list[np.ndarray], lengths: np.ndarray) -> np.ndarray:
         bad = next((d for d in docs if d.ndim != 1), None)

@@ -6,11 +6,14 @@ merges only decide how compact the encoding is.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from .fast_bpe import fast_encoder
 
 EOS_TOKEN = "<|endoftext|>"
 TOKENIZER_FILE = "tokenizer.json"
@@ -86,21 +89,64 @@ def eos_id(tok: Tokenizer, eos_token: str = EOS_TOKEN) -> int:
     return int(tid)
 
 
-def encode_batch(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
-    """Encode documents (Rust-parallel) into np.uint32 id arrays, adding no special tokens.
+def encode_batch(tok: Tokenizer, texts: Sequence[str], *, fast: bool = True) -> list[np.ndarray]:
+    """Encode documents into np.uint32 id arrays, adding no special tokens.
 
     Special-token text inside a document (a web page that literally contains "<|endoftext|>")
     is encoded as ordinary bytes: otherwise it would become a real EOS in the middle of a
     document and break the one-EOS-per-document invariant of the packed stream.
+
+    `fast` (the default) uses the exact tiktoken path of gpupipe.tokens.fast_bpe when the tokenizer qualifies
+    (the same ids as HF tokenizers, see there; the arrays are then views of one buffer), else HF tokenizers'
+    Rust batch encoder; `encoder_info` says which and why.
     """
+    texts = list(texts)
+    flat = _encode_fast(tok, texts) if fast else None
+    if flat is not None:
+        ids, offsets = flat
+        bounds = offsets.tolist()
+        return [ids[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [np.asarray(ids, dtype=np.uint32) for ids in _hf_encode_batch(tok, texts)]
+
+
+def encode_batch_flat(tok: Tokenizer, texts: Sequence[str], *, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """encode_batch as one np.uint32 array of all ids and int64 offsets: document i is ids[offsets[i]:offsets[i+1]]."""
+    texts = list(texts)
+    flat = _encode_fast(tok, texts) if fast else None
+    if flat is not None:
+        return flat
+    docs = _hf_encode_batch(tok, texts)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    ids = np.fromiter(itertools.chain.from_iterable(docs), dtype=np.uint32, count=int(offsets[-1]))
+    return ids, offsets
+
+
+def _encode_fast(tok: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    fast, _ = fast_encoder(tok)
+    if fast is None:
+        return None
+    try:
+        return fast.encode_flat(texts)
+    except (TypeError, UnicodeEncodeError):
+        return None  # not plain str (e.g. a lone surrogate): HF tokenizers decides, raising its usual error
+
+
+def encoder_info(tok: Tokenizer) -> dict:
+    """Which encoder encode_batch uses for `tok`: {"encoder": "tiktoken"} or {"encoder": "tokenizers", "reason"}."""
+    fast, why = fast_encoder(tok)
+    return {"encoder": "tiktoken"} if fast is not None else {"encoder": "tokenizers", "reason": why}
+
+
+def _hf_encode_batch(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     previous = tok.encode_special_tokens
     tok.encode_special_tokens = True
     try:
         encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # _fast skips offsets
-        encodings = encode(list(texts), add_special_tokens=False)
+        encodings = encode(texts, add_special_tokens=False)
     finally:
         tok.encode_special_tokens = previous
-    return [np.asarray(e.ids, dtype=np.uint32) for e in encodings]
+    return [e.ids for e in encodings]
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
