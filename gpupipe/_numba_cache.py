@@ -1,0 +1,52 @@
+"""Keep numba's on-disk cache consistent with the whole source tree, not file by file.
+
+numba keys a cached function by its own file's timestamp and size only, but the machine code it stores includes
+every helper the function calls or inlines from other modules (`kernels/_mersenne.py`, the UTF-8 decoder in
+`kernels/minhash.py`, ...). After an edit or a `git pull` that changes only a helper's file, numba would load the
+old code for its callers, silently. So the cache is stamped with a digest of all of gpupipe's Python sources and
+dropped when that digest changes. Costs a few milliseconds per import; never raises (a read-only install just
+keeps numba's own behaviour).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+_STAMP = "gpupipe-sources.sha256"
+
+
+def _roots() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    checkout_kernels = here.parent / "kernels"  # an editable checkout; in a wheel they are gpupipe/kernels
+    return [here, checkout_kernels] if not (here / "kernels").is_dir() and checkout_kernels.is_dir() else [here]
+
+
+def sources_digest(roots: list[Path]) -> str:
+    h = hashlib.sha256()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def drop_stale_cache(roots: list[Path] | None = None) -> bool:
+    """Delete numba's cache files under the roots when the sources changed since they were written; True if so."""
+    try:
+        roots = _roots() if roots is None else roots
+        digest = sources_digest(roots)
+        stamp = roots[0] / "__pycache__" / _STAMP
+        if stamp.is_file() and stamp.read_text().strip() == digest:
+            return False
+        for root in roots:
+            for f in root.rglob("__pycache__/*.nb[ic]"):
+                f.unlink(missing_ok=True)
+        stamp.parent.mkdir(exist_ok=True)
+        tmp = stamp.with_name(f"{_STAMP}.{os.getpid()}")
+        tmp.write_text(digest)
+        os.replace(tmp, stamp)
+        return True
+    except OSError:
+        return False

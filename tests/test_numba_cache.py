@@ -1,0 +1,29 @@
+"""The numba cache is dropped when any gpupipe source changes (numba itself only looks at each function's file)."""
+
+from gpupipe._numba_cache import _roots, drop_stale_cache
+
+
+def test_cache_dropped_when_any_source_changes(tmp_path):
+    pkg, helpers = tmp_path / "pkg", tmp_path / "kernels"
+    for d in (pkg, helpers):
+        (d / "__pycache__").mkdir(parents=True)
+        (d / "mod.py").write_text("x = 1\n")
+    cached = [pkg / "__pycache__" / "mod.f-1.py311.nbi", helpers / "__pycache__" / "mod.f-1.py311.1.nbc"]
+    other = pkg / "__pycache__" / "mod.cpython-311.pyc"
+    for f in (*cached, other):
+        f.write_bytes(b"old")
+    assert drop_stale_cache([pkg, helpers]) is True          # no stamp yet: unknown provenance, dropped
+    assert not any(f.exists() for f in cached) and other.exists()
+    for f in cached:
+        f.write_bytes(b"fresh")
+    assert drop_stale_cache([pkg, helpers]) is False         # same sources: kept
+    assert all(f.exists() for f in cached)
+    (helpers / "mod.py").write_text("x = 2\n")               # only a helper's file changed
+    assert drop_stale_cache([pkg, helpers]) is True
+    assert not any(f.exists() for f in cached)
+
+
+def test_roots_cover_the_kernels():
+    names = {p.name for p in _roots()}
+    assert "gpupipe" in names
+    assert any((p / "minhash.py").is_file() or (p / "kernels" / "minhash.py").is_file() for p in _roots())
