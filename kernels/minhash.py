@@ -278,10 +278,37 @@ def _addmod_min(x, y):
     return min(t, t - _P)
 
 
+@njit(cache=True)
+def _doc_signature(buf, count, a, b, steps, v, w, out, d):
+    if steps.shape[0] == 2:
+        _signature_progression(buf, count, a[0], b[0], steps[0], steps[1], a.shape[0], v, w, out, d)
+    else:
+        _signature(buf, count, a, b, out, d)
+
+
+@njit(cache=True, inline="always")
+def fold_band(sig, d, band, rows):
+    """LSH key of one band: FNV-style fold of sig[d, band*rows : (band+1)*rows], then a splitmix64
+    finaliser. Two bands collide by accident with probability ~2^-64, far below LSH's own
+    false-positive rate."""
+    h = np.uint64(0xCBF29CE484222325) ^ np.uint64(band)
+    for r in range(rows):
+        h = (h ^ sig[d, band * rows + r]) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
 @njit(parallel=True, cache=True)
-def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, bounds, out):
+def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, bounds, bands, rows,
+                    out):
     """Signatures of all documents; chunk c (documents bounds[c]..bounds[c+1]) per parallel task.
-    steps = [da, db] when (a, b) are progressions (fast path), else empty."""
+    steps = [da, db] when (a, b) are progressions (fast path), else empty. bands > 0: out gets each
+    document's band keys (fold_band) instead of its signature, which then never leaves a
+    one-row scratch (no n x num_perm matrix)."""
     progression = steps.shape[0] == 2
     for c in prange(bounds.shape[0] - 1):
         d0, d1 = bounds[c], bounds[c + 1]
@@ -291,15 +318,17 @@ def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, 
         buf = np.empty(longest, dtype=np.uint64)  # one scratch per chunk, not per document
         v = np.empty(longest if progression else 1, dtype=np.uint64)
         w = np.empty(longest if progression else 1, dtype=np.uint64)
+        row = np.empty((1, a.shape[0]), dtype=np.uint64)
         for d in range(d0, d1):
             k = char_k if cjk[d] else word_k
             count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
                                   k, sep_table, buf)
-            if progression:
-                _signature_progression(buf, count, a[0], b[0], steps[0], steps[1], a.shape[0], v, w,
-                                       out, d)
+            if bands > 0:  # the signature goes to the one-row scratch, its band keys to out
+                _doc_signature(buf, count, a, b, steps, v, w, row, 0)
+                for band in range(bands):
+                    out[d, band] = fold_band(row, 0, band, rows)
             else:
-                _signature(buf, count, a, b, out, d)
+                _doc_signature(buf, count, a, b, steps, v, w, out, d)
 
 
 @njit(parallel=True, cache=True)
@@ -409,8 +438,11 @@ def _chunk_bounds(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
     return bounds[(bounds >= 0) & (bounds <= n_docs)].astype(np.int64)
 
 
-def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3) -> np.ndarray:
-    """(n, num_perm) uint64 MinHash signatures of Arrow buffers (see the module docstring).
+def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *, bands: int = 0,
+                rows: int = 0) -> np.ndarray:
+    """(n, num_perm) uint64 MinHash signatures of Arrow buffers (see the module docstring); with
+    bands > 0, the (n, bands) LSH band keys of those signatures instead (band_keys(sig, bands, rows),
+    folded as each signature is made).
 
     Runs in parallel over chunks of documents (numba threads); memory beyond the output is one
     scratch of the longest document per chunk (8 bytes per byte).
@@ -419,15 +451,38 @@ def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3) -> n
     offsets = np.ascontiguousarray(offsets)
     _check_inputs(data, offsets, word_k, char_k)
     a, b = _check_permutations(a, b)
+    _check_bands(bands, rows, a.shape[0])
     n_docs = offsets.shape[0] - 1
     flags = _cjk_flags(cjk, n_docs)
-    out = np.empty((n_docs, a.shape[0]), dtype=np.uint64)
+    out = np.empty((n_docs, bands if bands else a.shape[0]), dtype=np.uint64)
     if n_docs:
         bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
         steps = _progression_steps(a, b)
         steps = np.array(steps if steps is not None else [], dtype=np.uint64)
         _minhash_chunks(data, offsets, flags, a, b, steps, np.int64(word_k), np.int64(char_k),
-                        _SEP_TABLE, bounds, out)
+                        _SEP_TABLE, bounds, np.int64(bands), np.int64(rows), out)
+    return out
+
+
+def _check_bands(bands: int, rows: int, num_perm: int) -> None:
+    if bands < 0 or (bands and (rows < 1 or bands * rows > num_perm)):
+        raise ValueError(f"{bands} bands x {rows} rows does not fit {num_perm} permutations")
+
+
+@njit(parallel=True, cache=True)
+def _band_keys(sig, bands, rows, out):
+    for d in prange(sig.shape[0]):
+        for band in range(bands):
+            out[d, band] = fold_band(sig, d, band, rows)
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n, bands) uint64 LSH band keys of an (n, >= bands*rows) signature matrix (fold_band)."""
+    sig = np.ascontiguousarray(sig, dtype=np.uint64)
+    _check_bands(bands, rows, sig.shape[1] if sig.ndim == 2 else 0)
+    out = np.empty((sig.shape[0], bands), dtype=np.uint64)
+    if len(sig):
+        _band_keys(sig, np.int64(bands), np.int64(rows), out)
     return out
 
 
@@ -584,3 +639,20 @@ def minhash(strings, cjk=False, num_perm: int = 128, seed: int = 0, word_k: int 
     if on_gpu:
         return minhash_gpu(data, offsets, cjk, a, b, word_k, char_k).get()
     return minhash_cpu(data, offsets, cjk, a, b, word_k, char_k)
+
+
+def minhash_bands(strings, cjk=False, bands: int = 12, rows: int = 10, seed: int = 0,
+                  word_k: int = 5, char_k: int = 3, device: str = "cpu") -> np.ndarray:
+    """(n, bands) uint64 LSH band keys: band_keys(minhash(..., num_perm=bands*rows), bands, rows).
+
+    Only the bands x rows permutations are computed (the first of the seed's, see
+    minhash_permutations). The CPU twin folds each signature as it is made; the GPU folds the
+    signature matrix on the host after the kernel. Same keys either way.
+    """
+    from .strings import kernel_inputs
+
+    data, offsets, on_gpu = kernel_inputs(strings, device)
+    a, b = minhash_permutations(bands * rows, seed)
+    if on_gpu:
+        return band_keys(minhash_gpu(data, offsets, cjk, a, b, word_k, char_k).get(), bands, rows)
+    return minhash_cpu(data, offsets, cjk, a, b, word_k, char_k, bands=bands, rows=rows)

@@ -142,6 +142,31 @@ def test_cpu_matches_reference_other_shingle_lengths(word_k, char_k):
     assert got.tolist() == want
 
 
+def test_band_keys_fused_equal_folding_the_signature():
+    # the CPU twin folds each signature into band keys as it goes; that must equal folding the full matrix, whose
+    # first bands*rows columns are the only ones read (the permutations are a prefix whatever num_perm)
+    rng = random.Random(9)
+    docs = corpus(rng, 300, 60) + [b"", b"   ", b"one"]
+    cjk = np.array([rng.random() < 0.4 for _ in docs], dtype=np.uint8)
+    data, offsets = buffers_of(docs)
+    a, b = mh.minhash_permutations(128, seed=2)
+    full = mh.minhash_cpu(data, offsets, cjk, a, b)
+    for bands, rows in [(12, 10), (9, 13), (1, 1), (5, 25)]:
+        want = mh.band_keys(full, bands, rows)
+        fused = mh.minhash_cpu(data, offsets, cjk, a[:bands * rows], b[:bands * rows], bands=bands, rows=rows)
+        assert want.shape == (len(docs), bands) and (fused == want).all()
+        assert (mh.minhash_bands([bytes(d) for d in docs], cjk, bands, rows, seed=2) == want).all()
+    # identical documents share every band key, unrelated ones (almost surely) none
+    texts = [b"the quick brown fox jumps over the lazy dog today", b"the quick brown fox jumps over the lazy dog today",
+             b"completely different words appear in this other sentence here"]
+    keys = mh.minhash_bands(texts, False, 12, 10)
+    assert (keys[0] == keys[1]).all() and not (keys[0] == keys[2]).any()
+    with pytest.raises(ValueError):
+        mh.minhash_cpu(data, offsets, cjk, a, b, bands=13, rows=10)
+    with pytest.raises(ValueError):
+        mh.band_keys(full, 2, 0)
+
+
 def test_shingle_hashes_match_reference_and_signatures():
     rng = random.Random(5)
     docs = corpus(rng, 120, 50)
@@ -460,6 +485,16 @@ def test_gpu_matches_cpu_random(offset_dtype):
     data, offsets = buffers_of(docs, offset_dtype)
     _gpu_vs_cpu(data, offsets, cjk)
     _gpu_vs_cpu(data, offsets[100:2101], cjk[100:2100])  # sliced: offsets start above 0
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_gpu_band_keys_match_cpu():
+    rng = random.Random(21)
+    docs, cjk = _mixed(rng, 2000, 80)
+    strings = [bytes(d) for d in docs]
+    want = mh.minhash_bands(strings, cjk, 12, 10, seed=4, device="cpu")
+    assert (mh.minhash_bands(strings, cjk, 12, 10, seed=4, device="gpu") == want).all()
 
 
 @pytest.mark.gpu

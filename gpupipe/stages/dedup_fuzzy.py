@@ -90,55 +90,33 @@ def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array) -> np.ndar
 
 
 def lsh_band_hashes(texts: pa.Array, cjk: np.ndarray, cfg: FuzzyDedupConfig, seed: int, device: str) -> np.ndarray:
-    """(n, bands) band hashes of MinHash signatures. Only the bands × rows permutations the bands read are computed
-    (120 of 128 at 12 × 10): permutation j depends on the seed and j alone, so they are the signature's first columns.
-    """
-    from gpupipe.kernels.minhash import minhash
+    """(n, bands) LSH band keys of the documents' MinHash signatures (kernels.minhash.minhash_bands). Only the
+    bands × rows permutations the bands read are computed (120 of 128 at 12 × 10): permutation j depends on the seed
+    and j alone, so they are the full signature's first columns."""
+    from gpupipe.kernels.minhash import minhash_bands
 
     bands, rows = lsh_shape(cfg)
-    sig = minhash(texts, cjk, num_perm=bands * rows, seed=seed, word_k=cfg.word_k, char_k=cfg.char_k, device=device)
-    return band_hashes(sig, bands, rows)
+    return minhash_bands(texts, cjk, bands, rows, seed=seed, word_k=cfg.word_k, char_k=cfg.char_k, device=device)
 
 
 @njit(parallel=True, cache=True)
-def _band_hashes(sig, bands, rows, out):
-    # FNV-style fold of the band's rows followed by a splitmix64 finaliser: a 64-bit key per band. Two bands
-    # collide by accident with probability ~2^-64, far below LSH's own false-positive rate.
-    for i in prange(sig.shape[0]):
-        for b in range(bands):
-            h = np.uint64(0xCBF29CE484222325) ^ np.uint64(b)
-            for r in range(rows):
-                h = (h ^ sig[i, b * rows + r]) * np.uint64(0x100000001B3)
-            h ^= h >> np.uint64(30)
-            h *= np.uint64(0xBF58476D1CE4E5B9)
-            h ^= h >> np.uint64(27)
-            h *= np.uint64(0x94D049BB133111EB)
-            h ^= h >> np.uint64(31)
-            out[i, b] = h
-
-
-def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    out = np.empty((sig.shape[0], bands), dtype=np.uint64)
-    if len(sig):
-        _band_hashes(np.ascontiguousarray(sig, dtype=np.uint64), bands, rows, out)
-    return out
-
-
-@njit(cache=True)
 def _star(band, hashes, doc):
     """(u, v) per row whose doc is not the smallest doc of its (band, hash) bucket: u = that smallest doc.
 
-    Rows must come grouped by band (see star_edges). Per band, one pass fills an open-addressing table (linear
-    probing; band hashes are already mixed, so their low bits index it; a slot holds hash and smallest doc side by
-    side, one cache line per probe) and one pass emits the edges: O(rows), the table sized by the band, not all rows.
+    Rows must come grouped by band (see star_edges). Per band (in parallel), one pass fills an open-addressing
+    table (linear probing; band hashes are already mixed, so their low bits index it; a slot holds hash and
+    smallest doc side by side, one cache line per probe) and one pass reads each row's smallest doc back: O(rows),
+    the table sized by the band, not by all rows. Then the edges are emitted in row order.
     """
     n = band.shape[0]
+    cuts = [0]
+    for i in range(1, n):
+        if band[i] != band[i - 1]:
+            cuts.append(i)
+    cuts.append(n)
     row_first = np.empty(n, np.int64)
-    start = 0
-    while start < n:
-        end = start
-        while end < n and band[end] == band[start]:
-            end += 1
+    for g in prange(len(cuts) - 1):
+        start, end = cuts[g], cuts[g + 1]
         size = 16
         while size < 2 * (end - start):
             size <<= 1
@@ -157,7 +135,6 @@ def _star(band, hashes, doc):
             slot_of[i - start] = s
         for i in range(start, end):
             row_first[i] = table[slot_of[i - start], 2]
-        start = end
     m = 0
     for i in range(n):
         m += row_first[i] != doc[i]
@@ -531,4 +508,4 @@ def texts_task(in_path: Path, wanted: np.ndarray) -> pd.DataFrame:
 
 
 __all__ = ["FuzzyDedup", "FuzzyDedupConfig", "find_duplicates", "connected_components", "star_edges",
-           "band_hashes", "verify_edges", "choose_keepers", "lsh_shape"]
+           "lsh_band_hashes", "verify_edges", "choose_keepers", "lsh_shape"]
