@@ -280,6 +280,9 @@ def _addmod_min(x, y):
 
 @njit(cache=True)
 def _doc_signature(buf, count, a, b, steps, v, w, out, d):
+    # A call of its own on purpose: choosing the target inline, `sig, r = (row, 0) if bands else (out, d)`,
+    # then inlining the signature loop lost the odd permutation's write under numba 0.68
+    # (tests: test_cpu_matches_reference with num_perm 7).
     if steps.shape[0] == 2:
         _signature_progression(buf, count, a[0], b[0], steps[0], steps[1], a.shape[0], v, w, out, d)
     else:
