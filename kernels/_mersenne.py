@@ -98,3 +98,22 @@ def fmix64(k):
     k *= _FM2
     k ^= k >> _S33
     return k
+
+
+_SM1 = np.uint64(0xBF58476D1CE4E5B9)
+_SM2 = np.uint64(0x94D049BB133111EB)
+_S27 = np.uint64(27)
+_S30 = np.uint64(30)
+_S31 = np.uint64(31)
+
+
+@njit(cache=True, inline="always")
+def splitmix64(h):
+    """splitmix64's finaliser (a bijection on uint64): nearby inputs land far apart."""
+    h = np.uint64(h)
+    h ^= h >> _S30
+    h *= _SM1
+    h ^= h >> _S27
+    h *= _SM2
+    h ^= h >> _S31
+    return h

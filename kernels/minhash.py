@@ -56,7 +56,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61
+from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64
 from ._cuda import cuda_source
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
@@ -297,12 +297,7 @@ def fold_band(sig, d, band, rows):
     h = np.uint64(0xCBF29CE484222325) ^ np.uint64(band)
     for r in range(rows):
         h = (h ^ sig[d, band * rows + r]) * np.uint64(0x100000001B3)
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
+    return splitmix64(h)
 
 
 @njit(parallel=True, cache=True)

@@ -75,6 +75,7 @@ from pydantic import Field
 
 from gpupipe.config import Strict
 from gpupipe.io.parts import read_part, write_part
+from gpupipe.kernels._mersenne import splitmix64
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import MapStage, StageJob, StageStats, map_partition_task, worker_stage
 
@@ -197,17 +198,6 @@ def _cover(mark, min_length, fill, out_s, out_e):
 
 
 @njit(cache=True)
-def _mix(h):
-    # splitmix64 finaliser: polynomial hashes of similar grams are far apart, so minima are spread evenly.
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
-
-
-@njit(cache=True)
 def _winnow(data, offsets, min_length, k, fill, out_row, out_off, out_hash):
     """Anchors: per window of every text with >= L bytes, the rightmost minimal k-gram hash (monotone deque)."""
     w = min_length - k + 1
@@ -230,10 +220,10 @@ def _winnow(data, offsets, min_length, k, fill, out_row, out_off, out_hash):
         h = np.uint64(0)
         for i in range(k):
             h = h * base_mul + np.uint64(data[base + i])
-        hs[0] = _mix(h)
+        hs[0] = splitmix64(h)  # polynomial hashes of similar grams land far apart: minima spread evenly
         for i in range(1, grams):
             h = (h - np.uint64(data[base + i - 1]) * top) * base_mul + np.uint64(data[base + i + k - 1])
-            hs[i] = _mix(h)
+            hs[i] = splitmix64(h)
         head, tail, last = 0, 0, -1
         for i in range(grams):
             while tail > head and hs[dq[tail - 1]] >= hs[i]:
