@@ -330,20 +330,30 @@ def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, 
 
 
 @njit(parallel=True, cache=True)
-def _shingles_in_place(data, offsets, cjk, word_k, char_k, sep_table, scratch, counts):
-    """Every document's shingle hashes at its own byte range of scratch (8 bytes per text byte)."""
+def _shingles_in_place(data, offsets, cjk, word_k, char_k, sep_table, distinct, scratch, counts):
+    """Every document's shingle hashes at its own byte range of scratch (8 bytes per text byte);
+    distinct: sorted, each once (sorted while the slice is still in cache)."""
     base = np.int64(offsets[0])
     for d in prange(offsets.shape[0] - 1):
         start, end = np.int64(offsets[d]), np.int64(offsets[d + 1])
         k = char_k if cjk[d] else word_k
-        counts[d] = _doc_shingles(data, start, end, cjk[d] != 0, k, sep_table,
-                                  scratch[start - base:end - base])
+        seg = scratch[start - base:end - base]
+        count = _doc_shingles(data, start, end, cjk[d] != 0, k, sep_table, seg)
+        if distinct and count > 1:
+            seg[:count].sort()
+            kept = 1
+            for i in range(1, count):
+                if seg[i] != seg[kept - 1]:
+                    seg[kept] = seg[i]
+                    kept += 1
+            count = kept
+        counts[d] = count
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def _compact(scratch, offsets, counts, out_offsets, flat):
     base = np.int64(offsets[0])
-    for d in range(counts.shape[0]):
+    for d in prange(counts.shape[0]):
         src = np.int64(offsets[d]) - base
         flat[out_offsets[d]:out_offsets[d + 1]] = scratch[src:src + counts[d]]
 
@@ -484,12 +494,13 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out
 
 
-def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5,
-                       char_k: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *,
+                       distinct: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Every document's 64-bit shingle base hashes H (step 5), flat, and int64 offsets (n + 1).
 
     For exact Jaccard checks of candidate pairs: the same code as minhash_cpu computes them, so
-    sig_j = min over a document's slice of (a_j * (H mod p) + b_j) mod p. Repeated shingles repeat.
+    sig_j = min over a document's slice of (a_j * (H mod p) + b_j) mod p. Repeated shingles repeat,
+    in text order; with distinct=True each document's slice is its set: sorted, each hash once.
     Uses a scratch of 8 bytes per text byte: meant for candidate subsets, not whole corpora.
     """
     data = np.ascontiguousarray(data)
@@ -501,7 +512,7 @@ def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5,
     scratch = np.empty(max(1, int(offsets[-1]) - int(offsets[0])), dtype=np.uint64)
     if n_docs:
         _shingles_in_place(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE,
-                           scratch, counts)
+                           distinct, scratch, counts)
     out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(counts, out=out_offsets[1:])
     flat = np.empty(int(out_offsets[-1]), dtype=np.uint64)

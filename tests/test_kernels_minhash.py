@@ -183,6 +183,14 @@ def test_shingle_hashes_match_reference_and_signatures():
         h = flat[offs[i]:offs[i + 1]].tolist()
         want = [min([(int(aj) * (x % P) + int(bj)) % P for x in h], default=P) for aj, bj in zip(a, b)]
         assert sig[i].tolist() == want
+    # distinct=True: each document's set, sorted (what the exact Jaccard check of fuzzy dedup merges)
+    sets, set_offs = mh.shingle_hashes_cpu(data, offsets, cjk, distinct=True)
+    for i, doc in enumerate(docs):
+        assert sets[set_offs[i]:set_offs[i + 1]].tolist() == sorted(set(shingles_ref(doc, bool(cjk[i])))), i
+    repeated = ("repeat these five words " * 40).encode()
+    sets, set_offs = mh.shingle_hashes_cpu(np.frombuffer(repeated, np.uint8), np.array([0, len(repeated)]), False,
+                                           distinct=True)
+    assert set_offs.tolist() == [0, 4]  # a 4-word cycle: 156 windows, 4 distinct
 
 
 def test_long_documents_match_reference():

@@ -166,27 +166,6 @@ def star_edges(keys: pd.DataFrame) -> pd.DataFrame:
     return _unique_edges(u, v)
 
 
-@njit(parallel=True, cache=True)
-def _sort_unique_segments(flat, offsets, counts):
-    """Sort each document's slice of flat in place and move its distinct values to the front; counts[d] = how many."""
-    for d in prange(offsets.shape[0] - 1):
-        seg = flat[offsets[d]:offsets[d + 1]]
-        seg.sort()
-        k = 0
-        for i in range(seg.shape[0]):
-            if i == 0 or seg[i] != seg[k - 1]:
-                seg[k] = seg[i]
-                k += 1
-        counts[d] = k
-
-
-@njit(parallel=True, cache=True)
-def _gather_segments(flat, offsets, new_offsets, out):
-    for d in prange(offsets.shape[0] - 1):
-        n = new_offsets[d + 1] - new_offsets[d]
-        out[new_offsets[d]:new_offsets[d + 1]] = flat[offsets[d]:offsets[d] + n]
-
-
 class ShingleSets(NamedTuple):
     """Documents' sorted distinct shingle hashes, flat: doc_index[i]'s set is flat[offsets[i]:offsets[i + 1]]."""
     doc_index: np.ndarray
@@ -200,17 +179,8 @@ def shingle_sets(texts: pa.Array, cjk: np.ndarray, doc_index: np.ndarray, cfg: F
     from gpupipe.kernels.text_hash import arrow_buffers
 
     data, offsets = arrow_buffers(texts)
-    flat, offs = shingle_hashes_cpu(data, offsets, cjk, cfg.word_k, cfg.char_k)
-    n = len(texts)
-    counts = np.zeros(n, dtype=np.int64)
-    if n:
-        _sort_unique_segments(flat, offs, counts)
-    new_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=new_offsets[1:])
-    out = np.empty(int(new_offsets[-1]), dtype=np.uint64)
-    if n:
-        _gather_segments(flat, offs, new_offsets, out)
-    return ShingleSets(np.asarray(doc_index, np.int64), out, new_offsets)
+    flat, offs = shingle_hashes_cpu(data, offsets, cjk, cfg.word_k, cfg.char_k, distinct=True)
+    return ShingleSets(np.asarray(doc_index, np.int64), flat, offs)
 
 
 def write_shingle_sets(sets: ShingleSets, path: Path) -> None:
