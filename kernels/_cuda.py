@@ -7,6 +7,7 @@ cover the headers too.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -26,3 +27,11 @@ def cuda_source(name: str) -> str:
         return _INCLUDE.sub(expand, text)
 
     return _INCLUDE.sub(expand, (_HERE / name).read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def raw_module(name: str, *defines: str):
+    """The CuPy RawModule of a kernel file (compiled once per process and options; CuPy also caches on disk)."""
+    import cupy as cp
+
+    return cp.RawModule(code=cuda_source(name), options=("-std=c++17", *defines))

@@ -57,7 +57,7 @@ import numba
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64
-from ._cuda import cuda_source
+from ._cuda import raw_module
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
 # odd; different from text_hash's. Changing either changes every signature.
@@ -535,13 +535,6 @@ def _gpu_params() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def _gpu_module():
-    import cupy as cp
-
-    return cp.RawModule(code=cuda_source("minhash.cu"), options=("-std=c++17",))
-
-
-@functools.lru_cache(maxsize=None)
 def _gpu_params_on_device(device_id: int):
     import cupy as cp
 
@@ -591,7 +584,7 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
     d_a, d_b = cp.asarray(a), cp.asarray(b)
     params = _gpu_params_on_device(cp.cuda.Device().id)
     suffix = "i32" if d_offsets.dtype == cp.int32 else "i64"
-    module = _gpu_module()
+    module = raw_module("minhash.cu")
     units_kernel = module.get_function(f"minhash_units_{suffix}")
     sig_kernel = module.get_function(f"minhash_signatures_{suffix}")
 

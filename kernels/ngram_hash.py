@@ -44,7 +44,6 @@ are different units), and anything that changes words (paraphrase, translation, 
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numba
@@ -52,10 +51,10 @@ import numpy as np
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61
-from ._cuda import cuda_source
+from ._cuda import raw_module
 # Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
-from .minhash import _gpu_batches, _gpu_params  # noqa: F401
-from .minhash import (ASCII_SEPARATORS, BS, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds,
+from .minhash import _gpu_batches, _gpu_params, _gpu_params_on_device  # noqa: F401
+from .minhash import (ASCII_SEPARATORS, BS, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds, _compact,
                       _cjk_flags, _is_separator, _unit_hash, _utf8_len)
 
 _P = np.uint64(P61)
@@ -303,14 +302,6 @@ def _grams_in_place(data, offsets, cjk, ks, sep_table, scratch, counts):
                 s = _roll(s, leaving, units[i + k], drop)
 
 
-@njit(cache=True)
-def _compact(scratch, offsets, counts, out_offsets, flat):
-    base = np.int64(offsets[0])
-    for d in range(counts.shape[0]):
-        src = np.int64(offsets[d]) - base
-        flat[out_offsets[d]:out_offsets[d + 1]] = scratch[src:src + counts[d]]
-
-
 # Chinese, Japanese and Korean letters (radicals, kana, bopomofo, hangul, ideographs and their
 # extensions); the ideographic punctuation U+3000..U+303F is a separator, not a letter.
 CJK_RANGES = ((0x2E80, 0x2FDF), (0x3040, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
@@ -518,20 +509,6 @@ _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def _gpu_module():
-    import cupy as cp
-
-    return cp.RawModule(code=cuda_source("ngram_hash.cu"), options=("-std=c++17",))
-
-
-@functools.lru_cache(maxsize=None)
-def _gpu_params_on_device(device_id: int):
-    import cupy as cp
-
-    return cp.asarray(_gpu_params())
-
-
 def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
                      batch_bytes: int = GPU_BATCH_BYTES) -> NgramHits:
     """GPU version of :func:`ngram_lookup_cpu`: CuPy (or host) arrays in, CuPy :class:`NgramHits` out.
@@ -559,7 +536,7 @@ def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
     d_hashes, d_dir, d_filter = table.on_device()
     params = _gpu_params_on_device(cp.cuda.Device().id)
     suffix = "i32" if d_offsets.dtype == cp.int32 else "i64"
-    module = _gpu_module()
+    module = raw_module("ngram_hash.cu")
     units_k, count_k, fill_k = (module.get_function(f"ngram_{name}_{suffix}")
                                 for name in ("units", "count", "fill"))
     shift, fshift = (np.int32(x) for x in table.shifts)

@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
-from ._cuda import cuda_source
+from ._cuda import raw_module
 # String columns as (data, offsets): Arrow/pandas on the host, cuDF on the device. Re-exported here
 # because other kernels and stages import them from this module.
 from .strings import (_null_slots_hold_bytes, _single_array, _to_arrow, arrow_buffers,  # noqa: F401
@@ -152,13 +152,6 @@ def _gpu_params(chunk: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def _gpu_module(chunk: int):
-    import cupy as cp
-
-    return cp.RawModule(code=cuda_source("text_hash.cu"), options=("-std=c++17", f"-DTH_CHUNK={chunk}"))
-
-
-@functools.lru_cache(maxsize=None)
 def _gpu_params_on_device(chunk: int, device_id: int):
     import cupy as cp
 
@@ -181,7 +174,7 @@ def text_hash_gpu(data, offsets, *, chunk: int = GPU_CHUNK):
     if n_docs == 0:
         return out
     name = "text_hash_i32" if offsets.dtype == cp.int32 else "text_hash_i64"
-    kernel = _gpu_module(chunk).get_function(name)
+    kernel = raw_module("text_hash.cu", f"-DTH_CHUNK={chunk}").get_function(name)
     params = _gpu_params_on_device(chunk, cp.cuda.Device().id)
     docs_per_block = _GPU_BLOCK // 32
     blocks = min(-(-n_docs // docs_per_block), _GPU_MAX_BLOCKS)

@@ -11,6 +11,7 @@ import kernel_text
 from kernel_text import buffers_of, mangle
 
 from gpupipe.kernels import minhash as mh
+from gpupipe.kernels._cuda import cuda_source
 
 P = (1 << 61) - 1
 M64 = (1 << 64) - 1
@@ -455,7 +456,7 @@ def test_gpu_params_layout_and_batches():
     for d0, d1 in batches:  # within the limit unless a single document is longer
         assert offsets[d1] - offsets[d0] <= 30 or d1 - d0 == 1
     assert [mh._sig_block(n) for n in (1, 32, 100, 128, 256, 1000)] == [32, 32, 128, 128, 256, 256]
-    src = mh.cuda_source("minhash.cu")
+    src = cuda_source("minhash.cu")
     assert '#include "mersenne.cuh"' not in src and "mulmod61" in src
 
 

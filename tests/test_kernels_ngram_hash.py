@@ -12,6 +12,7 @@ from kernel_text import buffers_of, mangle
 
 from gpupipe.kernels import minhash as mh
 from gpupipe.kernels import ngram_hash as ng
+from gpupipe.kernels._cuda import cuda_source
 
 P = (1 << 61) - 1
 M64 = (1 << 64) - 1
@@ -432,7 +433,7 @@ def test_gpu_params_and_source():
     assert params.shape == (37,) and int(params[0]) == mh.BU and int(params[1]) == mh.BS
     mask = int(params[2]) | int(params[3]) << 64
     assert {c for c in range(128) if mask >> c & 1} == PUNCT
-    src = ng.cuda_source("ngram_hash.cu")
+    src = cuda_source("ngram_hash.cu")
     assert '#include "mersenne.cuh"' not in src and "mulmod61" in src
 
 

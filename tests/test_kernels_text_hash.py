@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from gpupipe.kernels import _mersenne, text_hash as th
+from gpupipe.kernels._cuda import cuda_source
 
 P = (1 << 61) - 1
 M64 = (1 << 64) - 1
@@ -211,7 +212,7 @@ def test_gpu_params_layout():
 
 
 def test_cuda_source_inlines_the_header():
-    src = th.cuda_source("text_hash.cu")
+    src = cuda_source("text_hash.cu")
     assert '#include "mersenne.cuh"' not in src and "mulmod61" in src
 
 
