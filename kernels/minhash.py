@@ -58,6 +58,7 @@ from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64
 from ._cuda import raw_module
+from ._memory import empty
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
 # odd; different from text_hash's. Changing either changes every signature.
@@ -330,28 +331,49 @@ def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, 
 
 
 @njit(parallel=True, cache=True)
-def _shingles_in_place(data, offsets, cjk, word_k, char_k, sep_table, distinct, scratch, counts):
-    """Every document's shingle hashes at its own byte range of scratch (8 bytes per text byte);
-    distinct: sorted, each once (sorted while the slice is still in cache)."""
+def _shingle_chunks(data, offsets, cjk, word_k, char_k, sep_table, distinct, bounds, staged, counts):
+    """Every document's shingle hashes, made in a per-chunk scratch (the chunk's longest document,
+    cache-resident) and staged back to back from the chunk's first byte position in ``staged`` (a
+    chunk has at most one shingle per byte, so chunks never overlap; only the slots written are
+    ever touched). distinct: each document's hashes sorted, each once."""
     base = np.int64(offsets[0])
-    for d in prange(offsets.shape[0] - 1):
-        start, end = np.int64(offsets[d]), np.int64(offsets[d + 1])
-        k = char_k if cjk[d] else word_k
-        seg = scratch[start - base:end - base]
-        count = _doc_shingles(data, start, end, cjk[d] != 0, k, sep_table, seg)
-        if distinct and count > 1:
-            seg[:count].sort()
-            kept = 1
-            for i in range(1, count):
-                if seg[i] != seg[kept - 1]:
-                    seg[kept] = seg[i]
-                    kept += 1
-            count = kept
-        counts[d] = count
+    for c in prange(bounds.shape[0] - 1):
+        d0, d1 = bounds[c], bounds[c + 1]
+        longest = 1
+        for d in range(d0, d1):
+            longest = max(longest, np.int64(offsets[d + 1] - offsets[d]))
+        buf = np.empty(longest, dtype=np.uint64)
+        pos = np.int64(offsets[d0]) - base
+        for d in range(d0, d1):
+            k = char_k if cjk[d] else word_k
+            count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
+                                  k, sep_table, buf)
+            if distinct and count > 1:
+                buf[:count].sort()
+                kept = 1
+                for i in range(1, count):
+                    if buf[i] != buf[kept - 1]:
+                        buf[kept] = buf[i]
+                        kept += 1
+                count = kept
+            staged[pos:pos + count] = buf[:count]
+            pos += count
+            counts[d] = count
+
+
+@njit(parallel=True, cache=True)
+def _gather_chunks(staged, offsets, bounds, out_offsets, flat):
+    """Copy each chunk's staged run of shingles to its place in the flat output."""
+    base = np.int64(offsets[0])
+    for c in prange(bounds.shape[0] - 1):
+        d0, d1 = bounds[c], bounds[c + 1]
+        src = np.int64(offsets[d0]) - base
+        flat[out_offsets[d0]:out_offsets[d1]] = staged[src:src + out_offsets[d1] - out_offsets[d0]]
 
 
 @njit(parallel=True, cache=True)
 def _compact(scratch, offsets, counts, out_offsets, flat):
+    """Copy counts[d] values from scratch at document d's byte position to flat at out_offsets[d]."""
     base = np.int64(offsets[0])
     for d in prange(counts.shape[0]):
         src = np.int64(offsets[d]) - base
@@ -462,7 +484,7 @@ def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *, b
     _check_bands(bands, rows, a.shape[0])
     n_docs = offsets.shape[0] - 1
     flags = _cjk_flags(cjk, n_docs)
-    out = np.empty((n_docs, bands if bands else a.shape[0]), dtype=np.uint64)
+    out = empty((n_docs, bands if bands else a.shape[0]), np.uint64)
     if n_docs:
         bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
         steps = _progression_steps(a, b)
@@ -488,7 +510,7 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """(n, bands) uint64 LSH band keys of an (n, >= bands*rows) signature matrix (fold_band)."""
     sig = np.ascontiguousarray(sig, dtype=np.uint64)
     _check_bands(bands, rows, sig.shape[1] if sig.ndim == 2 else 0)
-    out = np.empty((sig.shape[0], bands), dtype=np.uint64)
+    out = empty((sig.shape[0], bands), np.uint64)
     if len(sig):
         _band_keys(sig, np.int64(bands), np.int64(rows), out)
     return out
@@ -501,7 +523,8 @@ def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *,
     For exact Jaccard checks of candidate pairs: the same code as minhash_cpu computes them, so
     sig_j = min over a document's slice of (a_j * (H mod p) + b_j) mod p. Repeated shingles repeat,
     in text order; with distinct=True each document's slice is its set: sorted, each hash once.
-    Uses a scratch of 8 bytes per text byte: meant for candidate subsets, not whole corpora.
+    Memory: the output, staged once in an 8-bytes-per-text-byte reservation of which only the slots
+    written are touched (one per shingle).
     """
     data = np.ascontiguousarray(data)
     offsets = np.ascontiguousarray(offsets)
@@ -509,15 +532,16 @@ def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *,
     n_docs = offsets.shape[0] - 1
     flags = _cjk_flags(cjk, n_docs)
     counts = np.zeros(n_docs, dtype=np.int64)
-    scratch = np.empty(max(1, int(offsets[-1]) - int(offsets[0])), dtype=np.uint64)
-    if n_docs:
-        _shingles_in_place(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE,
-                           distinct, scratch, counts)
     out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    if not n_docs:
+        return np.empty(0, dtype=np.uint64), out_offsets
+    bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
+    staged = empty(max(1, int(offsets[-1]) - int(offsets[0])), np.uint64)  # untouched beyond what is written
+    _shingle_chunks(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE, distinct, bounds,
+                    staged, counts)
     np.cumsum(counts, out=out_offsets[1:])
-    flat = np.empty(int(out_offsets[-1]), dtype=np.uint64)
-    if n_docs:
-        _compact(scratch, offsets, counts, out_offsets, flat)
+    flat = empty(int(out_offsets[-1]), np.uint64)
+    _gather_chunks(staged, offsets, bounds, out_offsets, flat)
     return flat, out_offsets
 
 

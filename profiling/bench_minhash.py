@@ -212,12 +212,14 @@ def ours_dedup_warm(p: Params) -> None:
 
 
 def ours_dedup_run(docs, p: Params):
-    import pandas as pd
+    import pyarrow as pa
 
     from gpupipe.stages.dedup_fuzzy import FuzzyDedupConfig, find_duplicates
 
-    df = pd.DataFrame({"text": [t for t, _ in docs], "lang": [lang for _, lang in docs],
-                       "doc_index": np.arange(len(docs), dtype=np.int64)})
+    # the frame as the pipeline holds a part: Arrow columns seen through pandas (read_part's to_pandas)
+    df = pa.table({"text": pa.array([t for t, _ in docs], type=pa.large_string()),
+                   "lang": pa.array([lang for _, lang in docs], type=pa.string()),
+                   "doc_index": np.arange(len(docs), dtype=np.int64)}).to_pandas()
     cfg = FuzzyDedupConfig(threshold=p.threshold, num_perm=p.num_perm)
     return find_duplicates(df, cfg, seed=p.seed, device="cpu")
 

@@ -10,8 +10,8 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
-                                        star_edges)
+from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, _star_matrix, choose_keepers, connected_components,
+                                        find_duplicates, star_edges)
 
 
 def test_star_edges_and_components():
@@ -22,6 +22,21 @@ def test_star_edges_and_components():
     edges = pd.concat([edges, pd.DataFrame({"u": [40], "v": [70]})])
     cc = connected_components(edges).set_index("doc_index")["cluster"].to_dict()
     assert cc == {10: 10, 30: 10, 20: 20, 40: 20, 70: 20}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_band_matrix_gives_the_same_edges_as_band_rows(workers):
+    # find_duplicates' path (an (n, bands) key matrix, one table per worker) against the stage's (band, hash, doc) rows
+    rng = np.random.default_rng(3)
+    n, bands = 3000, 7
+    keys = rng.integers(0, 400, size=(n, bands)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # collisions
+    doc = rng.permutation(10 * n)[:n].astype(np.int64)  # doc_index is not the row number
+    rows = pd.DataFrame({"band": np.repeat(np.arange(bands), n), "hash": keys.T.reshape(-1),
+                         "doc_index": np.tile(doc, bands)})
+    want = star_edges(rows)
+    u, v = _star_matrix(keys, doc, workers)
+    got = pd.DataFrame({"u": u, "v": v}).drop_duplicates().sort_values(["u", "v"], ignore_index=True)
+    assert len(want) > n and got.equals(want.reset_index(drop=True))
 
 
 def test_keeper_priority_then_input_order():

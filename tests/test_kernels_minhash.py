@@ -188,6 +188,9 @@ def test_shingle_hashes_match_reference_and_signatures():
     sets, set_offs = mh.shingle_hashes_cpu(data, offsets, cjk, distinct=True)
     for i, doc in enumerate(docs):
         assert sets[set_offs[i]:set_offs[i + 1]].tolist() == sorted(set(shingles_ref(doc, bool(cjk[i])))), i
+    # offsets that start inside the buffer (an Arrow slice): the same sets
+    tail, tail_offs = mh.shingle_hashes_cpu(data, offsets[40:], cjk[40:], distinct=True)
+    assert tail.tolist() == sets[set_offs[40]:].tolist() and (tail_offs == set_offs[40:] - set_offs[40]).all()
     repeated = ("repeat these five words " * 40).encode()
     sets, set_offs = mh.shingle_hashes_cpu(np.frombuffer(repeated, np.uint8), np.array([0, len(repeated)]), False,
                                            distinct=True)
@@ -568,3 +571,17 @@ def test_independent_permutations_take_the_general_path_and_agree():
         got = mh.minhash_cpu(data, offsets, cjk, aa, bb)
         for i in range(0, 200, 17):
             assert got[i].tolist() == signature_ref(docs[i], bool(cjk[i]), aa, bb)
+
+
+def test_large_buffers_skip_numpy_hugepage_advice_and_restore_it():
+    from gpupipe.kernels import _memory
+
+    if _memory._set_madvise_hugepage is None:
+        pytest.skip("this numpy has no madvise switch")
+    before = _memory._set_madvise_hugepage(True)
+    try:
+        x = _memory.empty((3, 5 << 20), np.uint64)  # 120 MiB: numpy would advise huge pages
+        assert x.shape == (3, 5 << 20) and x.dtype == np.uint64 and x.flags.c_contiguous
+        assert _memory._set_madvise_hugepage(True) is True  # numpy's flag is back as it was
+    finally:
+        _memory._set_madvise_hugepage(before)

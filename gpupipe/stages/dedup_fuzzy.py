@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
+import numba
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -99,53 +100,89 @@ def lsh_band_hashes(texts: pa.Array, cjk: np.ndarray, cfg: FuzzyDedupConfig, see
     return minhash_bands(texts, cjk, bands, rows, seed=seed, word_k=cfg.word_k, char_k=cfg.char_k, device=device)
 
 
+@njit(cache=True)
+def _table_size(rows):
+    """Slots of a bucket table for `rows` rows: a power of two, at most half full."""
+    size = 16
+    while size < 2 * rows:
+        size <<= 1
+    return size
+
+
+@njit(cache=True)
+def _smallest_in_buckets(hashes, doc, table, first):
+    """first[i] = the smallest doc among the rows whose hash equals hashes[i].
+
+    table: (size, 2) int64 of zeros, size a power of two >= 2 * rows: open addressing with linear probing (band
+    hashes are already mixed, so their low bits index it); a slot holds the hash and 1 + the smallest doc (0: free).
+    O(rows); two passes (fill, then read each row's smallest doc back).
+    """
+    mask = np.uint64(table.shape[0] - 1)
+    slot_of = np.empty(hashes.shape[0], np.int64)
+    for i in range(hashes.shape[0]):
+        h = np.int64(hashes[i])
+        s = np.int64(hashes[i] & mask)
+        while table[s, 1] != 0 and table[s, 0] != h:
+            s = (s + 1) & np.int64(mask)
+        if table[s, 1] == 0:
+            table[s, 0], table[s, 1] = h, doc[i] + 1
+        elif doc[i] + 1 < table[s, 1]:
+            table[s, 1] = doc[i] + 1
+        slot_of[i] = s
+    for i in range(hashes.shape[0]):
+        first[i] = table[slot_of[i], 1] - 1
+
+
+@njit(cache=True)
+def _star_edges(first, doc):
+    """(u, v) = (first[g, i], doc[i]) wherever a row's doc is not the smallest of its bucket, in row order."""
+    m = 0
+    for g in range(first.shape[0]):
+        for i in range(first.shape[1]):
+            m += first[g, i] != doc[i]
+    u = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    m = 0
+    for g in range(first.shape[0]):
+        for i in range(first.shape[1]):
+            if first[g, i] != doc[i]:
+                u[m], v[m] = first[g, i], doc[i]
+                m += 1
+    return u, v
+
+
 @njit(parallel=True, cache=True)
 def _star(band, hashes, doc):
     """(u, v) per row whose doc is not the smallest doc of its (band, hash) bucket: u = that smallest doc.
-
-    Rows must come grouped by band (see star_edges). Per band (in parallel), one pass fills an open-addressing
-    table (linear probing; band hashes are already mixed, so their low bits index it; a slot holds hash and
-    smallest doc side by side, one cache line per probe) and one pass reads each row's smallest doc back: O(rows),
-    the table sized by the band, not by all rows. Then the edges are emitted in row order.
-    """
+    Rows must come grouped by band (see star_edges); bands in parallel."""
     n = band.shape[0]
     cuts = [0]
     for i in range(1, n):
         if band[i] != band[i - 1]:
             cuts.append(i)
     cuts.append(n)
-    row_first = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
     for g in prange(len(cuts) - 1):
         start, end = cuts[g], cuts[g + 1]
-        size = 16
-        while size < 2 * (end - start):
-            size <<= 1
-        mask = np.uint64(size - 1)
-        table = np.zeros((size, 3), np.int64)  # used flag, hash bits, smallest doc
-        slot_of = np.empty(end - start, np.int64)
-        for i in range(start, end):
-            h = np.int64(hashes[i])
-            s = np.int64(hashes[i] & mask)
-            while table[s, 0] != 0 and table[s, 1] != h:
-                s = (s + 1) & (size - 1)
-            if table[s, 0] == 0:
-                table[s, 0], table[s, 1], table[s, 2] = 1, h, doc[i]
-            elif doc[i] < table[s, 2]:
-                table[s, 2] = doc[i]
-            slot_of[i - start] = s
-        for i in range(start, end):
-            row_first[i] = table[slot_of[i - start], 2]
-    m = 0
-    for i in range(n):
-        m += row_first[i] != doc[i]
-    u = np.empty(m, np.int64)
-    v = np.empty(m, np.int64)
-    m = 0
-    for i in range(n):
-        if row_first[i] != doc[i]:
-            u[m], v[m] = row_first[i], doc[i]
-            m += 1
-    return u, v
+        table = np.zeros((_table_size(end - start), 2), np.int64)
+        _smallest_in_buckets(hashes[start:end], doc[start:end], table, first[start:end])
+    return _star_edges(first.reshape(1, n), doc)
+
+
+@njit(parallel=True, cache=True)
+def _star_matrix(keys, doc, workers):
+    """_star for an (n, bands) band-key matrix whose row i is doc[i] (what find_duplicates holds): no
+    (band, hash, doc) rows to build, and one table per worker, cleared between its bands, instead of one per band
+    (fresh memory costs page faults)."""
+    n, bands = keys.shape
+    first = np.empty((bands, n), np.int64)
+    size = _table_size(n)
+    for w in prange(workers):
+        table = np.empty((size, 2), np.int64)
+        for b in range(w, bands, workers):
+            table[:] = 0
+            _smallest_in_buckets(keys[:, b], doc, table, first[b])
+    return _star_edges(first, doc)
 
 
 def _unique_edges(u: np.ndarray, v: np.ndarray) -> pd.DataFrame:
@@ -316,12 +353,11 @@ def _priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array) ->
 
 def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
-    bands = lsh_shape(cfg)[0]
     texts = _texts(df)
     cjk = cjk_mask(df, cfg.cjk_langs, texts)
     doc = df["doc_index"].to_numpy(np.int64)
     bh = lsh_band_hashes(texts, cjk, cfg, seed, device)
-    u, v = _star(np.repeat(np.arange(bands, dtype=np.int64), len(df)), bh.T.reshape(-1), np.tile(doc, bands))
+    u, v = _star_matrix(bh, doc, max(1, min(bh.shape[1], numba.get_num_threads())))
     edges = _unique_edges(u, v)
     if cfg.verify and len(edges):
         pos = np.flatnonzero(np.isin(doc, np.union1d(edges["u"], edges["v"])))
