@@ -10,8 +10,10 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
+import pyarrow as pa
+
 from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, _star_matrix, choose_keepers, connected_components,
-                                        find_duplicates, star_edges)
+                                        find_duplicates, identical_texts, shingle_sets, star_edges, verify_edges)
 
 
 def test_star_edges_and_components():
@@ -69,6 +71,24 @@ def test_find_duplicates_on_edited_copies():
     removed = set(res.loc[~res["keep"], "doc_index"])
     assert removed == set(range(30, 40)) | {41}
     assert set(res.loc[res["keep"], "doc_index"]) == set(range(10)) | {40}
+
+
+def test_identical_texts_skip_the_shingle_sets():
+    texts = pa.array(["one two three four five six", "one two three four five six", "one two three four five",
+                      "", "", "one two three four five siX"], pa.large_string())
+    doc = np.array([10, 11, 12, 13, 14, 15], np.int64)
+    edges = pd.DataFrame({"u": [10, 10, 13, 10], "v": [11, 12, 14, 15]})
+    same = identical_texts(edges, texts, doc)
+    assert same.tolist() == [True, False, True, False]  # byte for byte: "siX" is not "six"
+    cfg = FuzzyDedupConfig(threshold=0.5)
+    # sets only for the docs of the edges that are not identical: 10, 12, 15
+    sets = shingle_sets(texts.take(pa.array([0, 2, 5])), np.zeros(3, np.uint8), doc[[0, 2, 5]], cfg)
+    kept = verify_edges(edges, sets, 0.5, same)
+    everything = verify_edges(edges, shingle_sets(texts, np.zeros(6, np.uint8), doc, cfg), 0.5)
+    assert kept.equals(everything)  # the same edges and Jaccards as with every set computed
+    assert kept["jaccard"].tolist() == [1.0, 0.5, 1.0, 1.0]  # 10-15: words are case-folded, the same shingles
+    with pytest.raises(KeyError, match="shingle set"):
+        verify_edges(edges, sets, 0.5)  # without `same`, docs 11, 13, 14 need sets
 
 
 def _run(tmp: Path, name: str, crawl: dict, partition_docs: int, kind: str = "local", workers: int = 1) -> Path:

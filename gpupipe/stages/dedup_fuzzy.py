@@ -254,22 +254,54 @@ def _jaccard(flat, offsets, ia, ib, out):
         out[e] = inter / union if union > 0 else 1.0
 
 
-def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float) -> pd.DataFrame:
-    """Keep the edges whose shingle-set Jaccard reaches the threshold; adds a `jaccard` column."""
-    if edges.empty:
-        return edges.assign(jaccard=np.array([], dtype=np.float64))
-    order = np.argsort(sets.doc_index, kind="stable")
-    known = sets.doc_index[order]
+def _positions(doc_index: np.ndarray, docs: np.ndarray, what: str) -> np.ndarray:
+    """Where each of docs sits in doc_index (KeyError naming `what` when one is missing)."""
+    order = np.argsort(doc_index, kind="stable")
+    known = doc_index[order]
+    i = np.minimum(np.searchsorted(known, docs), max(len(known) - 1, 0))
+    if len(docs) and (len(known) == 0 or (known[i] != docs).any()):
+        raise KeyError(f"fuzzy dedup: an edge names a document without {what}")
+    return order[i]
 
-    def position(docs: np.ndarray) -> np.ndarray:
-        i = np.minimum(np.searchsorted(known, docs), max(len(known) - 1, 0))
-        if len(known) == 0 or (known[i] != docs).any():
-            raise KeyError("verify_edges: an edge names a document without a shingle set")
-        return order[i]
 
-    jac = np.empty(len(edges), dtype=np.float64)
-    _jaccard(sets.flat, sets.offsets, position(edges["u"].to_numpy(np.int64)),
-             position(edges["v"].to_numpy(np.int64)), jac)
+@njit(cache=True)
+def _same_bytes(data, offsets, ia, ib, out):
+    for e in range(ia.shape[0]):
+        a0, a1, b0, b1 = offsets[ia[e]], offsets[ia[e] + 1], offsets[ib[e]], offsets[ib[e] + 1]
+        same = a1 - a0 == b1 - b0
+        k = 0
+        while same and k < a1 - a0:
+            same = data[a0 + k] == data[b0 + k]
+            k += 1
+        out[e] = same
+
+
+def identical_texts(edges: pd.DataFrame, texts: pa.Array, doc_index: np.ndarray) -> np.ndarray:
+    """Per edge, whether its two documents' texts are byte for byte the same (texts[i] is doc_index[i]'s)."""
+    from gpupipe.kernels.text_hash import arrow_buffers
+
+    data, offsets = arrow_buffers(texts)
+    out = np.zeros(len(edges), dtype=bool)
+    _same_bytes(data, offsets, _positions(doc_index, edges["u"].to_numpy(np.int64), "a text"),
+                _positions(doc_index, edges["v"].to_numpy(np.int64), "a text"), out)
+    return out
+
+
+def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
+                 identical: np.ndarray | None = None) -> pd.DataFrame:
+    """Keep the edges whose shingle-set Jaccard reaches the threshold; adds a `jaccard` column.
+
+    identical: optional, per edge, True where the two texts are the same bytes (identical_texts): Jaccard 1 by
+    definition, so those edges need no shingle sets (exact duplicates are most candidate pairs when exact dedup
+    has not run first)."""
+    jac = np.ones(len(edges), dtype=np.float64)
+    check = np.flatnonzero(~identical) if identical is not None else np.arange(len(edges))
+    if len(check):
+        part = np.empty(len(check), dtype=np.float64)
+        _jaccard(sets.flat, sets.offsets,
+                 _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
+                 _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"), part)
+        jac[check] = part
     return edges.assign(jaccard=jac)[jac >= threshold]
 
 
@@ -360,8 +392,9 @@ def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, devi
     u, v = _star_matrix(bh, doc, max(1, min(bh.shape[1], numba.get_num_threads())))
     edges = _unique_edges(u, v)
     if cfg.verify and len(edges):
-        pos = np.flatnonzero(np.isin(doc, np.union1d(edges["u"], edges["v"])))
-        edges = verify_edges(edges, shingle_sets(texts.take(pos), cjk[pos], doc[pos], cfg), cfg.threshold)
+        same = identical_texts(edges, texts, doc)
+        pos = np.flatnonzero(np.isin(doc, np.union1d(edges["u"][~same], edges["v"][~same])))
+        edges = verify_edges(edges, shingle_sets(texts.take(pos), cjk[pos], doc[pos], cfg), cfg.threshold, same)
     members = connected_components(edges, device)
     pos = np.flatnonzero(np.isin(doc, members["doc_index"].to_numpy()))
     members = members.merge(_priority_frame(df.iloc[pos], cfg, texts.take(pos)), on="doc_index")
