@@ -22,6 +22,8 @@ Each method runs in a fresh `spawn` process (1 process, all threads), then in --
 interleaved halves of the documents (each process limited to cpu_count/workers threads). Imports, numba
 compilation and tokenizer loading are warmed up first and not timed; a barrier starts the processes together.
 The time is the slowest process's compute time (moving documents between processes is not counted).
+A last line splits ours' time: the same run with one permutation (text in, shingling, one pass) against all of
+them, and the bound that follows for the ratio to datasketch even if everything but the permutations were free.
 
 Phase 2, whole dedup (signatures -> LSH -> clusters -> documents to remove, keeping the first of each cluster):
   ours        gpupipe.stages.dedup_fuzzy.find_duplicates (its default config: exact Jaccard check of candidates)
