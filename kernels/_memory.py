@@ -11,6 +11,8 @@ they were not (3 runs of 5), and 25 ms every time without the advice. The whole 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 try:  # numpy >= 2
@@ -21,13 +23,16 @@ except ImportError:  # numpy 1.x
     except ImportError:  # pragma: no cover - an unknown numpy: plain np.empty
         _set_madvise_hugepage = None
 
+_FLAG = threading.Lock()  # two threads switching numpy's flag at once could leave it off for good
+
 
 def empty(shape, dtype) -> np.ndarray:
     """np.empty(shape, dtype) without MADV_HUGEPAGE (numpy's flag is restored at once)."""
     if _set_madvise_hugepage is None:
         return np.empty(shape, dtype=dtype)
-    previous = _set_madvise_hugepage(False)
-    try:
-        return np.empty(shape, dtype=dtype)
-    finally:
-        _set_madvise_hugepage(previous)
+    with _FLAG:
+        previous = _set_madvise_hugepage(False)
+        try:
+            return np.empty(shape, dtype=dtype)
+        finally:
+            _set_madvise_hugepage(previous)

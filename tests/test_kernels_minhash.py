@@ -583,5 +583,10 @@ def test_large_buffers_skip_numpy_hugepage_advice_and_restore_it():
         x = _memory.empty((3, 5 << 20), np.uint64)  # 120 MiB: numpy would advise huge pages
         assert x.shape == (3, 5 << 20) and x.dtype == np.uint64 and x.flags.c_contiguous
         assert _memory._set_madvise_hugepage(True) is True  # numpy's flag is back as it was
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:  # callers in many threads: still back as it was
+            list(pool.map(lambda _: _memory.empty(1 << 20, np.uint8), range(400)))
+        assert _memory._set_madvise_hugepage(True) is True
     finally:
         _memory._set_madvise_hugepage(before)
