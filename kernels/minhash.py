@@ -43,8 +43,10 @@ per shingle by additions, with identical results).
 Cost: unit hashes are computed once per document; the CPU rolls S across windows,
 S_{i+1} = (S_i - u_i * BS^(kk-1)) * BS + u_{i+kk}, so work is O(bytes + shingles * num_perm).
 The GPU evaluates each window directly (kk multiplies, one thread per shingle); mod-p arithmetic is
-exact, so both give the same S. The bases BU, BS are fixed (below): signatures are stable across
-processes, machines and backends.
+exact, so both give the same S. In character mode the CPU looks the unit hash of each 1-3 byte
+code point up in a 65,536-entry table (_CHAR_UNITS, 0 for separators) instead of classifying and
+hashing its bytes: 15% faster on Chinese text, the same values. The bases BU, BS are fixed (below):
+signatures are stable across processes, machines and backends.
 """
 
 from __future__ import annotations
@@ -173,9 +175,76 @@ def _unit_hash(data, s, e):
     return h
 
 
+def _char_unit_table() -> np.ndarray:
+    """U[cp] for the BMP code points: the unit hash (step 4) of cp's UTF-8 bytes, what _unit_hash gives for them;
+    0 for separators and surrogates (not code points of well-formed UTF-8). Character mode looks 1-3 byte units up
+    here instead of classifying and hashing their bytes. No real unit hash is 0 (checked), so 0 means "no unit"."""
+    cp = np.arange(0x10000, dtype=np.int64)
+    n = np.where(cp < 0x80, 1, np.where(cp < 0x800, 2, 3))
+    lead = np.where(n == 1, cp, np.where(n == 2, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)))
+    mid = np.where(n == 2, 0x80 | (cp & 63), 0x80 | ((cp >> 6) & 63))
+    last = 0x80 | (cp & 63)
+    t = _UNIT_TABLES  # T[e, c]: byte c's term e places from the unit's end, each < p
+    u = t[n - 1, lead] + np.where(n >= 2, t[n - 2, mid], 0) + np.where(n == 3, t[0, last], 0)
+    u = u % np.uint64(P61)  # a sum of at most 3 terms < 3p: no overflow
+    sep = np.zeros(cp.shape, dtype=bool)
+    sep[:0x80] = _SEP_TABLE != 0
+    for lo, hi in UNICODE_SEPARATOR_RANGES:
+        sep[lo:hi + 1] = True
+    surrogate = (cp >= 0xD800) & (cp <= 0xDFFF)
+    if (u[~sep & ~surrogate] == 0).any():  # p is prime and the terms are fixed: never, but 0 must stay free
+        raise AssertionError("a unit hash is 0: character-mode table lookups would drop it")
+    u[sep | surrogate] = 0
+    return u.astype(np.uint64)
+
+
+_CHAR_UNITS = _char_unit_table()
+
+
+@njit(cache=True, inline="always")
+def _continuation(x):
+    return (np.int64(x) & 0xC0) == 0x80
+
+
 @njit(cache=True)
-def _doc_units(data, start, end, char_mode, sep_table, units):
-    """Unit hashes of data[start:end] into units[0:m]; returns m (<= end - start)."""
+def _char_units(data, start, end, sep_table, char_units, units):
+    """Character mode of _doc_units: well-formed 1-3 byte sequences (almost all text) decoded inline and looked
+    up in char_units; anything else (4-byte sequences, invalid bytes, a sequence cut by the end) takes the
+    general path. Same units, same order."""
+    m = 0
+    i = start
+    while i < end:
+        b0 = np.int64(data[i])
+        n = 0
+        u = _ZERO
+        if b0 < 0x80:
+            u, n = char_units[b0], 1
+        elif 0xE0 <= b0 < 0xF0 and i + 2 < end:
+            b1, b2 = np.int64(data[i + 1]), np.int64(data[i + 2])
+            lo = 0xA0 if b0 == 0xE0 else 0x80  # as _utf8_len: no overlongs, no surrogates
+            hi = 0x9F if b0 == 0xED else 0xBF
+            if lo <= b1 <= hi and _continuation(b2):
+                u, n = char_units[((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)], 3
+        elif 0xC2 <= b0 < 0xE0 and i + 1 < end and _continuation(data[i + 1]):
+            u, n = char_units[((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)], 2
+        if n == 0:
+            n = _utf8_len(data, i, end)
+            if n == 0:
+                u, n = _unit_hash(data, i, i + 1), 1  # an invalid byte is a unit of its own
+            elif not _is_separator(data, i, n, sep_table):
+                u = _unit_hash(data, i, i + n)
+        if u != _ZERO:
+            units[m] = u
+            m += 1
+        i += n
+    return m
+
+
+@njit(cache=True)
+def _doc_units(data, start, end, char_mode, sep_table, char_units, units):
+    """Unit hashes of data[start:end] into units[0:m]; returns m (<= end - start). char_units: _CHAR_UNITS."""
+    if char_mode:
+        return _char_units(data, start, end, sep_table, char_units, units)
     m = 0
     unit_start = -1                         # start of the open word, -1 when none
     i = start
@@ -187,9 +256,6 @@ def _doc_units(data, start, end, char_mode, sep_table, units):
                 units[m] = _unit_hash(data, unit_start, i)
                 m += 1
                 unit_start = -1
-        elif char_mode:
-            units[m] = _unit_hash(data, i, i + step)
-            m += 1
         elif unit_start < 0:
             unit_start = i
         i += step
@@ -200,13 +266,13 @@ def _doc_units(data, start, end, char_mode, sep_table, units):
 
 
 @njit(cache=True)
-def _doc_shingles(data, start, end, char_mode, k, sep_table, buf):
+def _doc_shingles(data, start, end, char_mode, k, sep_table, char_units, buf):
     """Shingle base hashes H of data[start:end] into buf[0:s]; returns s.
 
     buf needs end - start slots: first the unit hashes, then overwritten in place by the shingle
     hashes (window i is written after u_i, which leaves it, has been read; later units are intact).
     """
-    m = _doc_units(data, start, end, char_mode, sep_table, buf)
+    m = _doc_units(data, start, end, char_mode, sep_table, char_units, buf)
     if m == 0:
         return 0
     kk = min(k, m)
@@ -302,7 +368,7 @@ def fold_band(sig, d, band, rows):
 
 
 @njit(parallel=True, cache=True)
-def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, bounds, bands, rows,
+def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, char_units, bounds, bands, rows,
                     out):
     """Signatures of all documents; chunk c (documents bounds[c]..bounds[c+1]) per parallel task.
     steps = [da, db] when (a, b) are progressions (fast path), else empty. bands > 0: out gets each
@@ -321,7 +387,7 @@ def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, 
         for d in range(d0, d1):
             k = char_k if cjk[d] else word_k
             count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
-                                  k, sep_table, buf)
+                                  k, sep_table, char_units, buf)
             if bands > 0:  # the signature goes to the one-row scratch, its band keys to out
                 _doc_signature(buf, count, a, b, steps, v, w, row, 0)
                 for band in range(bands):
@@ -331,7 +397,7 @@ def _minhash_chunks(data, offsets, cjk, a, b, steps, word_k, char_k, sep_table, 
 
 
 @njit(parallel=True, cache=True)
-def _shingle_chunks(data, offsets, cjk, word_k, char_k, sep_table, distinct, bounds, staged, counts):
+def _shingle_chunks(data, offsets, cjk, word_k, char_k, sep_table, char_units, distinct, bounds, staged, counts):
     """Every document's shingle hashes, made in a per-chunk scratch (the chunk's longest document,
     cache-resident) and staged back to back from the chunk's first byte position in ``staged`` (a
     chunk has at most one shingle per byte, so chunks never overlap; only the slots written are
@@ -347,7 +413,7 @@ def _shingle_chunks(data, offsets, cjk, word_k, char_k, sep_table, distinct, bou
         for d in range(d0, d1):
             k = char_k if cjk[d] else word_k
             count = _doc_shingles(data, np.int64(offsets[d]), np.int64(offsets[d + 1]), cjk[d] != 0,
-                                  k, sep_table, buf)
+                                  k, sep_table, char_units, buf)
             if distinct and count > 1:
                 buf[:count].sort()
                 kept = 1
@@ -490,7 +556,7 @@ def minhash_cpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *, b
         steps = _progression_steps(a, b)
         steps = np.array(steps if steps is not None else [], dtype=np.uint64)
         _minhash_chunks(data, offsets, flags, a, b, steps, np.int64(word_k), np.int64(char_k),
-                        _SEP_TABLE, bounds, np.int64(bands), np.int64(rows), out)
+                        _SEP_TABLE, _CHAR_UNITS, bounds, np.int64(bands), np.int64(rows), out)
     return out
 
 
@@ -537,8 +603,8 @@ def shingle_hashes_cpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *,
         return np.empty(0, dtype=np.uint64), out_offsets
     bounds = _chunk_bounds(offsets, 16 * numba.get_num_threads())
     staged = empty(max(1, int(offsets[-1]) - int(offsets[0])), np.uint64)  # untouched beyond what is written
-    _shingle_chunks(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE, distinct, bounds,
-                    staged, counts)
+    _shingle_chunks(data, offsets, flags, np.int64(word_k), np.int64(char_k), _SEP_TABLE, _CHAR_UNITS, distinct,
+                    bounds, staged, counts)
     np.cumsum(counts, out=out_offsets[1:])
     flat = empty(int(out_offsets[-1]), np.uint64)
     _gather_chunks(staged, offsets, bounds, out_offsets, flat)

@@ -115,6 +115,16 @@ def test_reference_units_follow_the_definition():
 
 # ---- CPU twin vs reference --------------------------------------------------------------------
 
+def test_character_unit_table_is_the_definition_for_every_bmp_code_point():
+    # character mode looks 1-3 byte code points up in this table instead of hashing their bytes
+    table = mh._CHAR_UNITS
+    for cp in range(0x10000):
+        if 0xD800 <= cp <= 0xDFFF:  # not code points of well-formed UTF-8: never looked up
+            assert table[cp] == 0
+            continue
+        units = units_ref(chr(cp).encode(), cjk=True)
+        assert int(table[cp]) == (unit_hash_ref(units[0]) if units else 0), hex(cp)
+
 
 @pytest.mark.parametrize("offset_dtype,num_perm", [(np.int32, 16), (np.int64, 16), (np.int64, 7), (np.int64, 1)])
 def test_cpu_matches_reference(offset_dtype, num_perm):
