@@ -5,13 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-import pyarrow as pa
-
 from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, _star_matrix, choose_keepers, connected_components,
                                         find_duplicates, identical_texts, shingle_sets, star_edges, verify_edges)
 

@@ -6,6 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from kernel_text import buffers_of
+
 from gpupipe.kernels import _mersenne, text_hash as th
 from gpupipe.kernels._cuda import cuda_source
 
@@ -64,13 +66,6 @@ def random_docs(rng: random.Random, count: int, max_len: int) -> list[bytes]:
         else:
             docs.append("".join(rng.choice(alphabet) for _ in range(n)).encode()[:n])
     return docs
-
-
-def buffers_of(docs: list[bytes], offset_dtype=np.int64):
-    data = np.frombuffer(b"".join(docs), dtype=np.uint8)
-    offsets = np.zeros(len(docs) + 1, dtype=offset_dtype)
-    np.cumsum([len(d) for d in docs], out=offsets[1:])
-    return data, offsets
 
 
 # ---- mod-p arithmetic -----------------------------------------------------------------------
