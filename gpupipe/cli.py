@@ -1,8 +1,14 @@
-"""The `gpupipe` command line: run, synth, verify."""
+"""The `gpupipe` command line: run, synth, verify, and the tools' subcommands.
+
+Messages go to the terminal with rich's markup off: a message quoting `pip install 'gpupipe[gpu]'` or a path with
+brackets must print as written. User errors end in one line on stderr and an exit code, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import signal
 import sys
 import time
 from pathlib import Path
@@ -12,10 +18,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console()
+console = Console(markup=False, highlight=False)
 if not console.is_terminal:  # CI logs and pipes: wide enough for the funnel table
-    console = Console(width=160)
-errors = Console(stderr=True)
+    console = Console(width=160, markup=False, highlight=False)
+errors = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)  # messages unwrapped: grep-able
+
+# Disk full and its kin: the run stops with a message and resumes after the last completed stage once fixed.
+SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def fail(message: str, code: int) -> int:
+    errors.print(f"error: {message}", style="red")
+    return code
 
 
 def _progress_factory(stage: str, total: int, docs: int | None = None, nbytes: int | None = None):
@@ -66,7 +80,9 @@ def funnel_table(stats: dict[str, Any]) -> Table:
 def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.backend import DeviceError
     from gpupipe.config import ConfigError, load_config
-    from gpupipe.run.pipeline import run_pipeline
+    from gpupipe.run import interrupt
+    from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
+    from gpupipe.run.rundir import RunDirBusy
 
     overrides: dict[str, Any] = {}
     if args.input:
@@ -77,10 +93,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             overrides[key] = getattr(args, flag)
     try:
         cfg = load_config(args.config, overrides)
-        stats = run_pipeline(cfg, _progress_factory)
-    except (ConfigError, DeviceError) as e:
-        errors.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
-        return 2
+    except ConfigError as e:
+        return fail(str(e), 2)
+    if args.workers is not None and cfg.executor.kind == "local":
+        errors.print(f"warning: --workers {args.workers} is ignored: executor 'local' runs the partitions one "
+                     f"after another in this process; use --executor dask for {args.workers} worker processes",
+                     style="yellow")
+    try:
+        with interrupt.stop_on_signals():
+            stats = run_pipeline(cfg, _progress_factory)
+    except (ConfigError, DeviceError, RunDirBusy) as e:
+        return fail(str(e), 2)
+    except (EmptyRunError, ConservationError) as e:
+        return fail(f"{e}\n(stats: {Path(cfg.output) / 'stats.json'})", 1)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        return fail(f"interrupted ({signal.Signals(signum).name}); run the same command again to resume after "
+                    f"the last completed stage ({cfg.output})", 128 + signum)
+    except OSError as e:
+        if e.errno not in SPACE_ERRNOS:
+            raise
+        return fail(f"{e.strerror or e} while writing {e.filename or cfg.output}: the run stopped and left no "
+                    f"partial file; free space and run the same command again to resume after the last "
+                    f"completed stage", 1)
+    for w in stats.get("warnings", []):
+        errors.print(f"warning: {w}", style="yellow")
     console.print(funnel_table(stats))
     console.print(f"run directory: {cfg.output}  (stats.json, config.resolved.yaml, stages/, logs/)")
     console.print(f"curated documents: {stats['curated_dir']}")
@@ -112,11 +149,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         problems = verify_shards(args.shard_dir)
     except (OSError, ValueError) as e:
-        errors.print(f"error: cannot verify {args.shard_dir}: {e}", highlight=False)
-        return 2
+        return fail(f"cannot verify {args.shard_dir}: {e}", 2)
     if problems:
         for p in problems:
-            errors.print(f"FAIL: {p}", highlight=False)
+            errors.print(f"FAIL: {p}")
         return 1
     m = read_manifest(args.shard_dir)
     console.print(f"OK: {len(m['shards'])} shards, {m['sequences']} sequences of {m['seq_len']} tokens, "
@@ -125,28 +161,44 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_minhash_params(args: argparse.Namespace) -> int:
-    from gpupipe.stages.lsh import format_params_report, optimal_params
+    from pydantic import ValidationError
 
-    if args.bands and args.rows:
-        bands, rows = args.bands, args.rows
-    else:
-        bands, rows = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
-    console.print(format_params_report(args.threshold, args.num_perm, bands, rows), highlight=False)
+    from gpupipe.config import _format_error
+    from gpupipe.stages.dedup_fuzzy import FuzzyDedupConfig, lsh_shape
+
+    from gpupipe.stages.lsh import format_params_report
+
+    given = {k: getattr(args, k) for k in ("threshold", "num_perm", "fp_weight", "fn_weight", "bands", "rows")
+             if getattr(args, k) is not None}
+    try:  # the stage's own config and its choice: what `fuzzy_dedup` with these parameters would use
+        cfg = FuzzyDedupConfig(**given)
+        bands, rows = lsh_shape(cfg)
+    except ValidationError as e:
+        return fail(_format_error(e, "minhash-params"), 2)
+    except ValueError as e:
+        return fail(f"minhash-params: {e}", 2)
+    console.print(format_params_report(cfg.threshold, cfg.num_perm, bands, rows))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gpupipe import __version__
+    from gpupipe.stages import STAGES
+
     p = argparse.ArgumentParser(prog="gpupipe", description="Web crawl → curated documents → packed token shards.")
+    p.add_argument("--version", action="version", version=f"gpupipe {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run (or resume) a pipeline config", description=(
-        "Run the stages of CONFIG into its run directory; a re-run resumes after the last completed stage."))
+        "Run the stages of CONFIG into its run directory; a re-run resumes after the last completed stage."),
+        epilog="stages (each config item is {name: {parameters}}; every default is written to "
+               "RUN/config.resolved.yaml): " + ", ".join(STAGES))
     r.add_argument("config", help="YAML config (see configs/)")
     r.add_argument("--input", nargs="+", help="input file(s), folder(s) or glob(s); overrides input.path")
     r.add_argument("--output", help="run directory; overrides output")
     r.add_argument("--device", choices=["auto", "cpu", "gpu"], help="overrides device")
     r.add_argument("--executor", choices=["local", "dask"], help="overrides executor.kind")
-    r.add_argument("--workers", type=int, help="Dask workers; overrides executor.workers")
+    r.add_argument("--workers", type=int, help="Dask worker processes (executor dask); overrides executor.workers")
     r.add_argument("--partition-docs", dest="partition_docs", type=int,
                    help="documents per partition; overrides executor.partition_docs")
     r.set_defaults(fn=cmd_run)
@@ -163,13 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
     v.set_defaults(fn=cmd_verify)
 
+    from gpupipe.stages.dedup_fuzzy import FuzzyDedupConfig
+
     m = sub.add_parser("minhash-params", help="choose LSH bands x rows for a Jaccard threshold", description=(
         "Choose bands x rows minimising the weighted false-positive + false-negative areas under the LSH S-curve "
         "1-(1-s^r)^b, and print the candidate probability at a few similarities."))
-    m.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity threshold (default 0.8)")
-    m.add_argument("--num-perm", dest="num_perm", type=int, default=128, help="MinHash permutations (default 128)")
-    m.add_argument("--fp-weight", dest="fp_weight", type=float, default=0.5)
-    m.add_argument("--fn-weight", dest="fn_weight", type=float, default=0.5)
+    d = FuzzyDedupConfig()
+    m.add_argument("--threshold", type=float, help=f"Jaccard similarity threshold (default {d.threshold})")
+    m.add_argument("--num-perm", dest="num_perm", type=int, help=f"MinHash permutations (default {d.num_perm})")
+    m.add_argument("--fp-weight", dest="fp_weight", type=float,
+                   help=f"weight of the false-positive area (default {d.fp_weight}, the fuzzy_dedup stage's)")
+    m.add_argument("--fn-weight", dest="fn_weight", type=float,
+                   help=f"weight of the false-negative area (default {d.fn_weight}, the fuzzy_dedup stage's)")
     m.add_argument("--bands", type=int, help="evaluate these bands (with --rows) instead of choosing")
     m.add_argument("--rows", type=int)
     m.set_defaults(fn=cmd_minhash_params)
@@ -195,7 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.pack import PackError
 from gpupipe.tokens.bestfit import PAD_TOKEN, BestFitPacker, unpack_documents
 from gpupipe.tokens.manifest import write_manifest
 from gpupipe.tokens.tokenizer import EOS_TOKEN
@@ -226,6 +225,10 @@ def test_pack_stage_bestfit(tmp_path):
     assert main(["verify", str(run / "shards")]) == 0
 
 
-def test_pack_stage_bestfit_needs_the_pad_token(tmp_path):
-    with pytest.raises(PackError, match=r"needs the pad token '<\|pad\|>'.*special_tokens"):
+def test_pack_stage_bestfit_needs_the_pad_token(tmp_path, capsys):
+    """Refused when the config is read, before tokenizing: the pad token is not among tokenize's special tokens."""
+    with pytest.raises(AssertionError):
         run_pack(tmp_path, {"seq_len": 64, "mode": "bestfit"}, special=(EOS_TOKEN,))
+    err = capsys.readouterr().err
+    assert "stages.1.pack.pad_token" in err and "<|pad|>" in err
+    assert not (tmp_path / "run" / "stages").exists()

@@ -100,3 +100,46 @@ def test_too_large_counts_utf8_bytes_not_characters():
 def test_unknown_extractor_is_a_config_error():
     with pytest.raises(ValueError):
         ExtractConfig(extractor="boilerpipe")
+
+
+def test_missing_urls_reach_the_extractor_as_none():
+    """Parquet nulls arrive as NaN or None; the extractor gets None (trafilatura raises on a float url)."""
+    df = _frame([PAGE] * 3).assign(url=[float("nan"), None, "https://example.com/rivers"])
+    kept, _, stats = _stage().run_partition(df)
+    assert len(kept) == 3 and dict(stats.removed) == {}
+    seen = []
+    stage = _stage()
+    stage._extract = lambda html, url: seen.append(url) or "text"
+    stage.run_partition(df)
+    assert seen == [None, None, "https://example.com/rivers"]
+
+
+def test_extract_errors_counted_per_class_and_logged(caplog):
+    stage = _stage()
+
+    def picky(html, url):
+        if "KEY" in html:
+            raise KeyError("no such node")
+        raise ValueError("parser exploded")
+    stage._extract = picky
+    df = _frame(["<p>KEY</p>"] + ["<p>x</p>"] * 4)
+    with caplog.at_level("WARNING", logger="gpupipe"):
+        kept, rejects, stats = stage.run_partition(df)
+    assert len(kept) == 0 and dict(stats.removed) == {"extract_error": 5}
+    assert stats.extra["extract_error_KeyError"] == 1 and stats.extra["extract_error_ValueError"] == 4
+    assert "_error" not in rejects.columns
+    messages = [r.getMessage() for r in caplog.records]
+    assert "document p0: extract_error KeyError: 'no such node'" in messages[0]
+    assert "document p1: extract_error ValueError: parser exploded" in messages[1]
+    assert len(messages) == 4 and "2 more extract_error" in messages[3]  # the first 3, then a count
+
+
+def test_documents_with_text_pass_through():
+    """A part read from JSONL (text, no html) is kept as it is; so are text rows beside pages."""
+    text_only = pd.DataFrame({"id": ["j0"], "doc_index": [0], "url": [None], "text": ["Already extracted text."]})
+    kept, rejects, stats = _stage().run_partition(text_only)
+    assert kept["text"].tolist() == ["Already extracted text."] and "html" not in kept.columns
+    assert (stats.docs_in, stats.docs_out, stats.bytes_in) == (1, 1, len("Already extracted text."))
+    mixed = _frame([PAGE, None]).assign(text=[None, "Kept as is."])
+    kept = _stage().run_partition(mixed)[0]
+    assert "meander" in kept["text"].iloc[0] and kept["text"].iloc[1] == "Kept as is."

@@ -8,6 +8,7 @@ import json
 import math
 import random
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 from gpupipe.stages.base import RunContext
 from gpupipe.stages.model_quality import (
     M_PERTURB, PerplexityConfig, PerplexityFilter, QualityClassifier, QualityClassifierConfig, add_train_quality_parser,
-    fasttext_texts, lm_normalize, perplexity_histogram, read_texts, score_histogram, train_quality_classifier)
+    fasttext_texts, lm_normalize, load_fasttext, perplexity_histogram, read_texts, score_histogram, train_quality_classifier)
 
 needs_kenlm = pytest.mark.skipif(importlib.util.find_spec("kenlm") is None,
                                  reason="kenlm not installed (pip install kenlm)")
@@ -198,8 +199,10 @@ def test_stage_empty_partition_and_bad_models(trained, tmp_path):
     assert len(kept) == 0 and stats.docs_in == 0 and stats.extra["score_bin_0.5"] == 0
     with pytest.raises(ValueError, match="no label __label__good"):
         classifier(trained["model"], label="good")
-    with pytest.raises(FileNotFoundError, match="train-quality"):
+    with pytest.raises(ValidationError, match="file not found"):  # refused when the config is read
         classifier(str(tmp_path / "missing.bin"))
+    with pytest.raises(FileNotFoundError, match="train-quality"):  # and if it goes missing after that
+        load_fasttext(str(tmp_path / "missing.bin"), "hq")
     with pytest.raises(ValidationError):
         QualityClassifierConfig(model="m.bin", min_score=1.5)
     with pytest.raises(ValidationError):
@@ -355,7 +358,10 @@ def test_perplexity_through_the_worker_path(arpa, tmp_path, monkeypatch):
     assert stats["removed"] == {"perplexity_too_high": 1} and list(out["text"]) == ["the cat"]
 
 
-def test_perplexity_config_rules():
+def test_perplexity_config_rules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the model and reference named below exist (FileRef fields must)
+    Path("lm.arpa").write_text("\\data\\\n")
+    Path("r.jsonl").write_text('{"text": "a"}\n')
     for bad in ({"min_perplexity": 10, "low_percentile": 5, "reference": "r.jsonl"},
                 {"max_perplexity": 10, "high_percentile": 95, "reference": "r.jsonl"},
                 {"low_percentile": 5},                               # percentiles need a reference sample
@@ -369,6 +375,7 @@ def test_perplexity_config_rules():
 
 def test_missing_kenlm_fails_at_setup_with_the_package_name(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "kenlm", None)  # import kenlm now raises ImportError
+    (tmp_path / "lm.arpa").write_text("\\data\\\n")  # exists; never read, since kenlm cannot be imported
     stage = PerplexityFilter(PerplexityConfig(model=str(tmp_path / "lm.arpa")), RunContext())
     with pytest.raises(RuntimeError, match="pip install kenlm"):
         stage.setup()

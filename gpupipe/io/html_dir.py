@@ -2,6 +2,9 @@
 
 Files are visited in sorted relative-path order so ids and positions are deterministic;
 the id is the relative path (``/``-separated) and the position the index in that order.
+Other files of the folder are not read here: the read stage gives data files (.jsonl, .parquet,
+.warc.gz, ...) their own reader and counts the rest as ``unsupported_file``; hidden entries
+(.DS_Store, ._page.html) are skipped (`readers.walk_files`).
 """
 from __future__ import annotations
 
@@ -12,9 +15,9 @@ import re
 import zlib
 from typing import Iterator
 
-from .readers import DecodeError, Item, Rejected, ReaderError, decode_html
+from .readers import HTML_SUFFIXES, DecodeError, Item, Rejected, ReaderError, decode_html, walk_files
 
-SUFFIXES = (".html", ".htm", ".html.gz")
+SUFFIXES = HTML_SUFFIXES
 MAX_FILE = 256 << 20  # larger files are rejected unread (and gzip bombs are bounded)
 _URL_SCAN = 64 << 10  # canonical/og:url live in <head>; don't regex whole pages
 
@@ -35,13 +38,7 @@ def iter_html_dir(path) -> Iterator[Item]:
 
 
 def _html_files(root: str) -> list[str]:
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for fn in filenames:
-            if fn.lower().endswith(SUFFIXES):
-                found.append(os.path.relpath(os.path.join(dirpath, fn), root).replace(os.sep, "/"))
-    return sorted(found)
+    return [rel for rel in walk_files(root)[0] if rel.lower().endswith(SUFFIXES)]
 
 
 def _items(root: str, files: list[str]) -> Iterator[Item]:

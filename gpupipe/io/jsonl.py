@@ -13,7 +13,8 @@ import re
 import zlib
 from typing import Iterator
 
-from .readers import IdAllocator, Item, Rejected, ReaderError, open_binary, own_id, text_document
+from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
+                      text_document)
 
 CHUNK_SIZE = 1 << 20
 FEED = 16 << 10  # compressed bytes per decompression step: a corrupt spot loses little
@@ -135,8 +136,7 @@ def _item(line: bytes, lineno: int, path: str, name: str, ids: IdAllocator, text
         return Rejected("decode_error", f"{where}: \\u escape of a lone UTF-16 surrogate", lineno)
     text = record.get(text_field)
     if not isinstance(text, str) or not text.strip():
-        what = "empty" if isinstance(text, str) else "missing" if text is None else type(text).__name__
-        return Rejected("missing_text", f"{where}: field {text_field!r} is {what}", lineno)
+        return Rejected("missing_text", f"{where}: {missing_text_detail(text, text_field, record)}", lineno)
     rid = ids.claim(own_id(record.get("id")), f"{name}:{lineno}")
     return text_document(record, text, rid, text_field)
 

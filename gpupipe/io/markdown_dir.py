@@ -5,14 +5,11 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-from gpupipe.io.readers import Rejected, ReaderError
+from gpupipe.io.readers import MARKDOWN_SUFFIXES, Rejected, ReaderError, walk_files
 
 
 def normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
-
-
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 def iter_markdown_dir(path) -> Iterator[dict | Rejected]:
@@ -22,12 +19,8 @@ def iter_markdown_dir(path) -> Iterator[dict | Rejected]:
     root = os.fspath(path)
     if not os.path.isdir(root):
         raise ReaderError(f"cannot open input {root!r}: not a directory")
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        files += [os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
-                  for f in filenames if f.lower().endswith(MARKDOWN_SUFFIXES)]
-    return (_markdown_item(root, rel, i) for i, rel in enumerate(sorted(files)))
+    files = [rel for rel in walk_files(root)[0] if rel.lower().endswith(MARKDOWN_SUFFIXES)]  # hidden ones skipped
+    return (_markdown_item(root, rel, i) for i, rel in enumerate(files))
 
 
 def _markdown_item(root: str, rel: str, index: int) -> dict | Rejected:

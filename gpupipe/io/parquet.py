@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-from .readers import IdAllocator, Item, Rejected, ReaderError, open_binary, own_id, text_document
+from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
+                      text_document)
 
 BATCH_ROWS = 4096  # bounds memory: a batch of long documents can be large
 
@@ -19,11 +20,23 @@ def iter_parquet(path, text_field: str = "text") -> Iterator[Item]:
     import pyarrow.parquet as pq
 
     open_binary(path).close()  # a missing/unreadable file gets the same message as other formats
+    if os.path.getsize(path) == 0:
+        raise ReaderError(f"cannot open {os.fspath(path)!r} as Parquet: empty file (0 bytes)")
     try:
         pf = pq.ParquetFile(os.fspath(path))
     except Exception as e:  # ArrowInvalid for "not a parquet file", OSError, ...
         raise ReaderError(f"cannot open {os.fspath(path)!r} as Parquet: {e}") from e
+    if text_field not in pf.schema_arrow.names:
+        return _no_text_column(pf, os.fspath(path), text_field)
     return _items(pf, os.fspath(path), text_field)
+
+
+def _no_text_column(pf, path: str, text_field: str) -> Iterator[Rejected]:
+    """Every row is missing_text, counted from the footer without reading the data; the detail lists the columns."""
+    detail = missing_text_detail(None, text_field, pf.schema_arrow.names)
+    with pf:
+        for row in range(pf.metadata.num_rows):
+            yield Rejected("missing_text", f"{path} row {row}: {detail}", row)
 
 
 def _items(pf, path: str, text_field: str) -> Iterator[Item]:
@@ -68,7 +81,6 @@ def _item(record: dict, row: int, path: str, name: str, ids: IdAllocator, text_f
             return Rejected("decode_error", f"{path} row {row}: field {text_field!r} is not valid UTF-8 "
                                             f"(byte {e.start})", row)
     if not isinstance(text, str) or not text.strip():
-        what = "empty" if isinstance(text, str) else "missing" if text is None else type(text).__name__
-        return Rejected("missing_text", f"{path} row {row}: field {text_field!r} is {what}", row)
+        return Rejected("missing_text", f"{path} row {row}: {missing_text_detail(text, text_field, record)}", row)
     rid = ids.claim(own_id(record.get("id")), f"{name}:{row}")
     return text_document(record, text, rid, text_field)

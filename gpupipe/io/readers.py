@@ -28,7 +28,13 @@ REASONS = (
     "http_status",  # HTTP status other than 200
     "not_html",  # Content-Type is not text/html or application/xhtml+xml
     "missing_text",  # no string text field, or an empty HTML body
+    # A file in an input folder that no reader takes (.txt, .pdf, README, ...): one per file, named in the detail,
+    # so a folder's stray files are counted instead of silently skipped.
+    "unsupported_file",
 )
+
+HTML_SUFFIXES = (".html", ".htm", ".html.gz")
+MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 # Longest suffix first: ".warc.gz" must win over ".gz"-style guesses.
 _EXTENSIONS = (
@@ -67,21 +73,60 @@ def detect_format(path) -> str:
     """Format name for ``path``: by extension, or ``html_dir`` for a directory."""
     p = os.fspath(path)
     if os.path.isdir(p):
-        return "markdown_dir" if _holds_markdown_only(p) else "html_dir"
-    low = p.lower()
-    for ext, fmt in _EXTENSIONS:
-        if low.endswith(ext):
-            return fmt
+        return folder_format(walk_files(p)[0])
+    fmt = file_format(p)
+    if fmt:
+        return fmt
     known = ", ".join(ext for ext, _ in _EXTENSIONS)
     raise ValueError(f"cannot tell the input format of {p!r}: expected a directory of HTML files "
                      f"(html_dir) or a file ending in one of {known}")
 
 
-def _holds_markdown_only(folder: str) -> bool:
-    """A folder with Markdown files and no HTML files is Markdown input."""
-    names = [f.lower() for _, _, files in os.walk(folder) for f in files]
-    return any(n.endswith((".md", ".markdown")) for n in names) and \
-        not any(n.endswith((".html", ".htm", ".html.gz")) for n in names)
+def file_format(path) -> str | None:
+    """Format of a single data file by its extension (warc, jsonl, parquet), or None."""
+    low = os.fspath(path).lower()
+    return next((fmt for ext, fmt in _EXTENSIONS if low.endswith(ext)), None)
+
+
+def folder_format(files: list[str]) -> str:
+    """A folder's format from its file names: Markdown files and no HTML files make Markdown input."""
+    names = [f.lower() for f in files]
+    markdown_only = any(n.endswith(MARKDOWN_SUFFIXES) for n in names) and \
+        not any(n.endswith(HTML_SUFFIXES) for n in names)
+    return "markdown_dir" if markdown_only else "html_dir"
+
+
+def walk_files(root) -> tuple[list[str], list[str]]:
+    """(files, hidden) under folder ``root``: sorted ``/``-separated relative paths.
+
+    Hidden entries (a name starting with "."): .DS_Store, macOS ``._page.html`` resource forks, .git/ are not
+    input; they are left out of ``files`` (a hidden folder is not entered) and listed in ``hidden`` so callers
+    can count them.
+    """
+    root = os.fspath(root)
+    files, hidden = [], []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        hidden += [prefix + d + "/" for d in dirnames if d.startswith(".")]
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in filenames:
+            (hidden if fn.startswith(".") else files).append(prefix + fn)
+    return sorted(files), sorted(hidden)
+
+
+def unsupported_detail(path) -> str:
+    """Why an input folder's file is not read, for its ``unsupported_file`` rejection."""
+    low = os.path.basename(os.fspath(path)).lower()
+    if low.endswith(MARKDOWN_SUFFIXES):
+        why = "Markdown is read only from a folder holding no HTML files"
+    elif low.endswith(HTML_SUFFIXES):
+        why = "HTML file in a folder read as Markdown (format markdown_dir)"
+    else:
+        ext = os.path.splitext(low)[1]
+        why = f"unknown file type ({f'extension {ext}' if ext else 'no extension'})"
+    known = ", ".join(HTML_SUFFIXES + tuple(ext for ext, _ in _EXTENSIONS))
+    return f"{os.fspath(path)}: not read: {why}; input files are {known} (or a folder of only .md files)"
 
 
 def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[Item]:
@@ -152,6 +197,15 @@ def own_id(value) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return None
+
+
+def missing_text_detail(text, text_field: str, fields) -> str:
+    """Why a JSONL/Parquet record has no text; names the fields it does have when the text field is not a string
+    (the usual cause is a different field name: set `input.text_field`)."""
+    if isinstance(text, str):
+        return f"field {text_field!r} is empty"
+    held = "" if text_field not in fields else " (it is null)" if text is None else f" (it is {type(text).__name__})"
+    return f"no string field {text_field!r}{held}; fields found: {', '.join(sorted(fields)) or 'none'}"
 
 
 def text_document(record: dict, text: str, rid: str, text_field: str) -> dict:

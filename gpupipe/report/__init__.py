@@ -37,11 +37,11 @@ def cmd_report(args) -> int:
 
     run = Path(args.run_dir)
     if not (run / "stats.json").is_file():
-        Console(stderr=True).print(f"error: {run} is not a finished run directory (no stats.json)",
-                                   highlight=False)
+        Console(stderr=True, markup=False, highlight=False).print(
+            f"error: {run} is not a finished run directory (no stats.json)")
         return 2
     path = write_report(run, args.audit_size, args.audit_seed, args.audit_rows)
-    Console(highlight=False).print(f"report: {path}  (audit samples: {run / 'audit'})")
+    Console(highlight=False, markup=False).print(f"report: {path}  (audit samples: {run / 'audit'})")
     return 0
 
 

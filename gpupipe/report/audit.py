@@ -319,7 +319,7 @@ def find_stage_folder(run: Path, name: str) -> Path:
 def cmd_audit(args) -> int:
     from rich.console import Console
 
-    out, err = Console(highlight=False), Console(stderr=True, highlight=False)
+    out, err = Console(highlight=False, markup=False), Console(stderr=True, highlight=False, markup=False)
     run = Path(args.run_dir)
     if not (run / "stats.json").is_file():
         err.print(f"error: {run} is not a finished run directory (no stats.json)")

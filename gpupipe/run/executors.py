@@ -8,6 +8,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 from gpupipe.config import ExecutorConfig, GpuClusterConfig
+from gpupipe.run import interrupt
 
 log = logging.getLogger("gpupipe")
 
@@ -19,6 +20,7 @@ class LocalExecutor:
         out = []
         for args in zip(*iterables):
             out.append(fn(*args))
+            interrupt.check()
             progress(1)
         return out
 
@@ -56,6 +58,7 @@ class DaskExecutor:
 
         futures = self.client.map(fn, *iterables, pure=False)
         for _ in as_completed(futures):
+            interrupt.check()
             progress(1)
         return self.client.gather(futures)  # in submission order; raises the first task error
 

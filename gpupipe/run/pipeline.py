@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import time
@@ -10,11 +12,12 @@ from typing import Any, Callable
 
 from gpupipe import __version__
 from gpupipe.backend import has_cudf, resolve_device
-from gpupipe.config import ConfigError, RunConfig, dump_config
+from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs
 from gpupipe.io.parts import atomic_write_text, part_paths
+from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
-from gpupipe.stages import build_stage
+from gpupipe.stages import STAGES, build_stage
 from gpupipe.stages.base import RunContext, StageJob, StageStats
 from gpupipe.stages.pack import SHARDS_DIR
 from gpupipe.stages.read import ReadStage
@@ -28,13 +31,17 @@ class ConservationError(RuntimeError):
     pass
 
 
+class EmptyRunError(RuntimeError):
+    """The run finished but yielded no documents (and the config does not say `allow_empty: true`)."""
+
+
 def _check_plan(read: ReadStage, cfg: RunConfig) -> None:
-    """Refuse, before any work, plans that cannot work (HTML input without extraction)."""
+    """Refuse, before any work, plans that cannot work (HTML input without extraction). HTML and text inputs may
+    be mixed when extract comes first: documents that already have text pass through it unchanged."""
     first = next(iter(cfg.stages[0])) if cfg.stages else None
-    html = [f for f, fmt in zip(read.files, read.formats) if fmt in HTML_FORMATS]
+    html = [(f, fmt) for f, fmt in zip(read.files, read.formats) if fmt in HTML_FORMATS]
     if html and first != "extract":
-        raise ConfigError(f"input {html[0]} holds HTML ({read.formats[read.files.index(html[0])]}): "
-                          f"the first stage must be 'extract'")
+        raise ConfigError(f"input {html[0][0]} holds HTML ({html[0][1]}): the first stage must be 'extract'")
     if not html and "extract" in (next(iter(s)) for s in cfg.stages):
         raise ConfigError("stage 'extract' needs HTML input (WARC or a folder of .html files)")
 
@@ -74,8 +81,49 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     _check_plan(read, cfg)
 
     run = RunDir(cfg.output)
+    stale = run.lock()  # before anything in the run directory changes
+    try:
+        return _run_locked(cfg, run, read, device, stale, progress_factory)
+    finally:
+        run.unlock()
+
+
+def _referenced_files(cfg: RunConfig, run: RunDir) -> list[dict[str, str]]:
+    """Per stage item: {field: content hash} of the files its config names (models, tokenizer, index)."""
+    out = []
+    for item in cfg.stages:
+        (name, params), = item.items()
+        refs = dict(file_refs(STAGES[name].Config.model_validate(params)))
+        hashes = run.file_hashes(list(refs.values()))
+        out.append({field: hashes[path] for field, path in refs.items()})
+    return out
+
+
+def explain_empty(stages: list[dict[str, Any]], run: RunDir) -> str:
+    """Why a run yielded nothing: the stage that removed the last documents, its reasons, and for the read stage
+    the first rejected record's detail (e.g. the fields a file has when `text_field` names none of them)."""
+    if stages[0]["docs_in"] == 0:
+        return "the input holds no records"
+    last = next(s for s in stages if s["docs_out"] == 0)
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(last["removed"].items(), key=lambda kv: -kv[1]))
+    msg = f"stage {last['name']} removed all {last['docs_in']} documents it was given ({reasons})"
+    if last["name"] == "read" and last["removed"]:
+        top = max(last["removed"], key=last["removed"].get)
+        for f in sorted((run.root / "stages" / "00-read" / "rejects").glob("*.jsonl")):
+            with open(f, encoding="utf-8") as fh:
+                detail = next((r["detail"] for r in map(json.loads, fh) if r["reason"] == top), None)
+            if detail:
+                msg += f"; first {top}: {detail}"
+                break
+    return msg
+
+
+def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale: int | None,
+                progress_factory) -> dict[str, Any]:
+    refs = [{}] + _referenced_files(cfg, run)  # the read stage references no file but its inputs
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
-                     results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets)
+                     results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets,
+                     files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest())
     read.ctx = ctx
     stages = [read] + [build_stage(item, ctx) for item in cfg.stages]
     handler = _log_to(run)
@@ -85,6 +133,14 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     fingerprint = input_fingerprint(read.files)
     log.info("gpupipe %s run: %s stages, device %s, executor %s", __version__, len(stages), device,
              cfg.executor.kind)
+    if stale:
+        log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
+    keys = [stage_key(fingerprint, cfg.executor.partition_docs,
+                      [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed, refs[:i + 1])
+            for i in range(len(stages))]
+    first_rerun = next((i for i, (f, k) in enumerate(zip(folders, keys)) if run.completed(f, k) is None), None)
+    if first_rerun is not None:
+        run.invalidate_from(folders, first_rerun)
     if device == "gpu":
         native = [s.name for s in stages if s.gpu_native]
         log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
@@ -95,9 +151,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     rerun = False  # once a stage runs again, every later one does too
     t_run = time.perf_counter()
     try:
-        for i, (stage, folder) in enumerate(zip(stages, folders)):
-            key = stage_key(fingerprint, cfg.executor.partition_docs,
-                            [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed)
+        for i, (stage, folder, key) in enumerate(zip(stages, folders, keys)):
             done = None if rerun else run.completed(folder, key)
             if done is not None:
                 log.info("stage %s: already complete, resumed past it", folder.name)
@@ -120,6 +174,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
                 seconds = time.perf_counter() - t0
             d = stats.to_dict(stage.name, seconds)
             d.update(key=key, partitions=len(part_paths(folder)), resumed=False)
+            interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             run.mark_done(folder, d)
             stage_stats.append(d)
             log.info("stage %s: %d in, %d out, removed %s, %.2f s", folder.name, d["docs_in"], d["docs_out"],
@@ -149,13 +204,19 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         "shards_dir": str(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
         "stages": stage_stats,
     }
+    if result["output_docs"] == 0:
+        result["empty"] = explain_empty(stage_stats, run)
     run.write_json("stats.json", result)
     try:
         from gpupipe.report import write_report
 
         write_report(run.root)
-    except Exception:  # the report is a view of the run: never let it fail a run whose outputs are written
+    except Exception as e:  # the report is a view of the run: it never fails a run whose outputs are written
         log.exception("could not write %s", run.root / "report.html")
+        result["warnings"] = [f"could not write {run.root / 'report.html'}: {type(e).__name__}: {e}"]
     if problems:
         raise ConservationError("documents were lost or invented:\n" + "\n".join(problems))
+    if "empty" in result and not cfg.allow_empty:
+        raise EmptyRunError(f"the run yielded no documents: {result['empty']} (set `allow_empty: true` in the "
+                            f"config if that is expected)")
     return result

@@ -5,13 +5,18 @@
     RUN/stages/NN-<name>/      Parquet parts, rejects/, and that stage's stats.json (written last: marks it done)
     RUN/shards/                shard-NNNNN.bin, tokenizer.json, manifest.json (when the run packs)
     RUN/logs/run.log
+    RUN/run.lock               held (flock) by the run in progress; holds its pid
+    RUN/file_hashes.json       content hashes of the files the config references, cached by file identity
 
 A stage is skipped on a re-run when its stats.json exists and carries the same key: a hash of the input
-fingerprint, the partitioning and the configs of this stage and all before it.
+fingerprint, the partitioning, the configs of this stage and all before it, and the content of every file those
+configs reference (models, tokenizer, index).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -22,20 +27,51 @@ from typing import Any
 from gpupipe.io.parts import atomic_write_text
 
 STATS_FILE = "stats.json"
+LOCK_FILE = "run.lock"
+FILE_HASHES = "file_hashes.json"
+# What a run's end writes at the top level: removed when a run starts over, so a partial run never looks complete.
+RESULT_FILES = ("stats.json", "report.html")
+
+
+class RunDirBusy(RuntimeError):
+    """Another process holds the run directory."""
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    # ctime and inode, not only size and mtime: `cp -p` / `rsync -a` restore the mtime of a replaced file, but
+    # any write (or rename onto the path) sets a new ctime, which no user call can set back.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def input_fingerprint(files: list[str]) -> list[list[Any]]:
-    """Path, size and mtime of each input: cheap, and changes whenever the file is rewritten."""
-    out = []
-    for f in files:
-        st = os.stat(f)
-        out.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
-    return out
+    """Path and identity (size, mtime, ctime, inode) of each input: cheap, and changes whenever it is rewritten."""
+    return [[os.path.abspath(f), *_identity(os.stat(f))] for f in files]
 
 
-def stage_key(fingerprint: list, partition_docs: int, stage_items: list[dict[str, Any]], seed: int) -> str:
-    payload = json.dumps([fingerprint, partition_docs, stage_items, seed], sort_keys=True)
+def stage_key(fingerprint: list, partition_docs: int, stage_items: list[dict[str, Any]], seed: int,
+              file_hashes: list[dict[str, str]] | None = None) -> str:
+    """file_hashes: per stage item, {field: content hash} of the files it references."""
+    payload = json.dumps([fingerprint, partition_docs, stage_items, seed, file_hashes or []], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _hash_path(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (relative names and contents, in name order)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _tree_identity(path: Path) -> list:
+    if not path.is_dir():
+        return _identity(path.stat())
+    return [[f.relative_to(path).as_posix(), *_identity(f.stat())] for f in sorted(path.rglob("*")) if f.is_file()]
 
 
 class RunDir:
@@ -43,6 +79,74 @@ class RunDir:
         self.root = Path(root)
         for sub in ("stages", "logs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._lock_fh = None
+
+    def lock(self) -> int | None:
+        """Take the run directory for this process; returns the pid of a dead holder whose lock was stale, if any.
+
+        flock, not a lock file's existence: the kernel drops the lock when its holder dies (even by kill -9), so a
+        lock file left behind is detected as stale by simply getting the lock."""
+        fh = open(self.root / LOCK_FILE, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                fh.close()
+                raise
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise RunDirBusy(f"run directory {self.root} is in use by another gpupipe run (pid {holder}); "
+                             f"wait for it to finish, or stop it, or choose another output") from None
+        fh.seek(0)
+        previous = fh.read().strip()
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._lock_fh = fh
+        return int(previous) if previous.isdigit() and int(previous) != os.getpid() else None
+
+    def unlock(self) -> None:
+        if self._lock_fh is not None:
+            self._lock_fh.seek(0)
+            self._lock_fh.truncate()  # an empty lock file: nobody holds it, nothing stale to report
+            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str]:
+        """Content hash of each referenced file or folder, cached in RUN/file_hashes.json by path and identity
+        (size, mtime, ctime, inode of every file), so an unchanged multi-GB model is not read again."""
+        if not paths:
+            return {}
+        cache_path = self.root / FILE_HASHES
+        try:
+            cache = json.loads(cache_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cache = {}
+        out = {}
+        for p in paths:
+            path = Path(p).resolve()
+            ident = _tree_identity(path)
+            hit = cache.get(str(path))
+            if hit is None or hit["identity"] != ident:
+                hit = cache[str(path)] = {"identity": ident, "sha256": _hash_path(path)}
+            out[p] = hit["sha256"]
+        atomic_write_text(cache_path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
+        return out
+
+    def invalidate_from(self, folders: list[Path], first: int) -> None:
+        """Before a run that will redo stage `first` and after: remove the run-level results and the completion
+        markers of that stage and every later one, so nothing left by an earlier config looks complete if this run
+        is interrupted."""
+        for name in RESULT_FILES:
+            (self.root / name).unlink(missing_ok=True)
+        from gpupipe.stages.pack import SHARDS_DIR  # late: stages import the run package's helpers
+
+        shutil.rmtree(self.root / SHARDS_DIR, ignore_errors=True)
+        for folder in folders[first:]:
+            (folder / STATS_FILE).unlink(missing_ok=True)
 
     def stage_dir(self, index: int, name: str) -> Path:
         return self.root / "stages" / f"{index:02d}-{name}"

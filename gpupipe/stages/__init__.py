@@ -16,14 +16,14 @@ from gpupipe.stages.doc_filter import DocFilter
 from gpupipe.stages.extract import Extract
 from gpupipe.stages.langid import LangId
 from gpupipe.stages.normalize import Normalize
-from gpupipe.stages.pack import Pack
+from gpupipe.stages.pack import Pack, PackConfig
 from gpupipe.stages.pii import PiiRedactor
 from gpupipe.stages.quality import QualityFilter
 from gpupipe.stages.line_filter import LineFilter
 from gpupipe.stages.mixture import Mixture
 from gpupipe.stages.model_quality import PerplexityFilter, QualityClassifier
 from gpupipe.stages.url_filter import UrlDedup, UrlFilter
-from gpupipe.stages.tokenize import Tokenize
+from gpupipe.stages.tokenize import Tokenize, TokenizeConfig
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
@@ -37,17 +37,18 @@ REQUIRES_BEFORE = {"pack": ("tokenize", "mixture"), "mixture": ("tokenize",)}
 
 def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
     """Validate `stages:` items; returns them with every parameter filled in (the resolved config)."""
-    from gpupipe.config import ConfigError, _format_error
+    from gpupipe.config import ConfigError, _format_error, did_you_mean
 
     out: list[dict[str, Any]] = []
+    tokenize: tuple[int, TokenizeConfig] | None = None   # the last tokenize stage: (index, config)
     for i, item in enumerate(items):
         if not isinstance(item, dict) or len(item) != 1:
             raise ConfigError(f"{where}: key 'stages.{i}': each stage is a one-key mapping like "
                               f"'- langid: {{keep: [en]}}', got {item!r}")
         (name, params), = item.items()
         if name not in STAGES:
-            raise ConfigError(f"{where}: key 'stages.{i}': unknown stage '{name}' "
-                              f"(known: {', '.join(sorted(STAGES))})")
+            hint = did_you_mean(name, STAGES) or f" (known: {', '.join(sorted(STAGES))})"
+            raise ConfigError(f"{where}: key 'stages.{i}': unknown stage '{name}'{hint}")
         try:
             cfg = STAGES[name].Config.model_validate(params or {})
         except ValidationError as e:
@@ -58,8 +59,26 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
                               + " or ".join(f"'{s}'" for s in REQUIRES_BEFORE[name]))
         if prev == "pack":
             raise ConfigError(f"{where}: key 'stages.{i}': no stage can follow 'pack'")
+        if name == "tokenize":
+            tokenize = (i, cfg)
+        if name == "pack" and tokenize is not None:
+            _check_pack_tokens(cfg, i, *tokenize, where)
         out.append({name: cfg.model_dump(mode="json")})
     return out
+
+
+def _check_pack_tokens(pack: PackConfig, i: int, j: int, tokenize: TokenizeConfig, where: str) -> None:
+    """Pack's EOS (and bestfit's pad) token must be in the vocabulary the tokenize stage trains or loads; pack
+    would otherwise fail only after tokenization has run."""
+    from gpupipe.config import ConfigError
+
+    for key in ("eos_token", "pad_token") if pack.mode == "bestfit" else ("eos_token",):
+        token = getattr(pack, key)
+        if not tokenize.has_token(token):
+            fix = (f"the tokenizer {tokenize.tokenizer} lacks it" if tokenize.tokenizer else
+                   f"add it to 'stages.{j}.tokenize.special_tokens' {tokenize.special_tokens}")
+            raise ConfigError(f"{where}: key 'stages.{i}.pack.{key}': {token!r} is not in the vocabulary of "
+                              f"the tokenize stage (stages.{j}): {fix}")
 
 
 def build_stage(item: dict[str, Any], ctx: RunContext) -> Stage:

@@ -41,6 +41,9 @@ class RunContext:
     run_dir: str = ""
     results_hash: str = ""
     shuffle_buckets: int = 8
+    # The content of the files the configs reference: part of every worker's stage cache key (_WORKER_STAGES), so
+    # a long-lived worker never keeps a model or tokenizer that was replaced on disk since it loaded it.
+    files_hash: str = ""
 
 
 @dataclass

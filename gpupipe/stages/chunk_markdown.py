@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Iterator
 import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from gpupipe.config import ConfigError, Strict, _format_error
+from gpupipe.config import ConfigError, Fraction, Strict, _format_error
 from gpupipe.io.parts import atomic_write_text
 from gpupipe.io.markdown_dir import iter_markdown_dir
 from gpupipe.io.readers import Rejected, ReaderError
@@ -422,8 +422,8 @@ class ChunkMarkdownConfig(Strict):
     max_slices: int = Field(20, ge=1)
     min_effective_chars: int = Field(50, ge=0)
     worthless_titles: list[str] = DEFAULT_WORTHLESS_TITLES
-    link_ratio: float = Field(0.5, ge=0, le=1)
-    symbol_ratio: float = Field(0.35, ge=0, le=1)
+    link_ratio: Fraction = 0.5
+    symbol_ratio: Fraction = 0.35
     dataset_name: str = "markdown_chunks"   # the dataset_info.json entry the CLI writes
     judge: JudgeConfig = JudgeConfig()
 

@@ -75,8 +75,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from gpupipe.config import Strict
-from gpupipe.io.parts import atomic_write_text, read_part, write_part
+from gpupipe.config import FileRef, Fraction, Strict
+from gpupipe.io.parts import atomic_write_text, read_part, write_part, write_table
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import MapStage, StageJob, StageStats, text_bytes, worker_stage, write_rejects
 from gpupipe.stages.normalize import normalize_array
@@ -302,11 +302,7 @@ class DecontamIndex:
         meta = {"version": INDEX_VERSION, "params": self.params,
                 "items": self.items[["benchmark", "item_id", "text", "grams"]].values.tolist()}
         table = table.replace_schema_metadata({INDEX_META_KEY: json.dumps(meta, ensure_ascii=False)})
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table, tmp, compression="zstd")
-        tmp.replace(path)
+        write_table(table, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "DecontamIndex":
@@ -395,13 +391,12 @@ def build_index(sources: list[BenchmarkSource | str], n: int = 13, min_n: int = 
 
 # ---------------------------------------------------------------------------- the stage
 class DecontamConfig(Strict):
-    index: str = Field(description="index Parquet written by `gpupipe decontam-index`")
+    index: FileRef = Field(description="index Parquet written by `gpupipe decontam-index`")
     policy: Literal["drop", "cut"] = "drop"
     margin_chars: int = Field(200, ge=0, description="cut: characters removed on each side of a match")
     max_pieces: int = Field(10, ge=1, description="cut: drop the document when more pieces remain")
     min_remaining_chars: int = Field(200, ge=0, description="cut: drop when fewer characters remain")
-    min_remaining_fraction: float = Field(0.0, ge=0.0, le=1.0,
-                                          description="cut: drop when less of the original remains")
+    min_remaining_fraction: Fraction = Field(0.0, description="cut: drop when less of the original remains")
     examples_per_benchmark: int = Field(5, ge=0, description="report: examples per benchmark")
 
 

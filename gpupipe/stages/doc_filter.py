@@ -12,7 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpupipe.config import Strict
+from pydantic import Field
+
+from gpupipe.config import Fraction, Strict, ordered
 from gpupipe.stages.base import MapStage
 
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
@@ -34,11 +36,13 @@ def word_signals(texts: pd.Series) -> pd.DataFrame:
 
 
 class DocFilterConfig(Strict):
-    min_words: int = 50
-    max_words: int = 100_000
-    min_mean_word_length: float = 3.0
-    max_mean_word_length: float = 10.0
-    cjk_fraction_skip_mean: float = 0.5   # above this CJK share, mean word length says nothing
+    min_words: int = Field(50, ge=0)
+    max_words: int = Field(100_000, ge=0)
+    min_mean_word_length: float = Field(3.0, ge=0)
+    max_mean_word_length: float = Field(10.0, ge=0)
+    cjk_fraction_skip_mean: Fraction = 0.5   # above this CJK share, mean word length says nothing
+
+    _order = ordered(("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length"))
 
 
 class DocFilter(MapStage):

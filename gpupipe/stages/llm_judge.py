@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator
 
 from pydantic import Field, field_validator
 
-from gpupipe.config import Strict
+from gpupipe.config import Strict, ordered
 
 log = logging.getLogger("gpupipe")
 
@@ -57,7 +57,7 @@ class JudgeConfig(Strict):
     prompt: str = DEFAULT_PROMPT                 # {domain} is filled in (other braces doubled: {{ }});
     #                                              the chunk follows after "\n---\n"
     max_chars: int = Field(3000, ge=1)           # the seed sends text[:3000]
-    temperature: float = 0.0
+    temperature: float = Field(0.0, ge=0, le=2)  # the OpenAI API's range
     json_mode: bool = True                       # response_format {"type": "json_object"}
     timeout_s: float = Field(60.0, gt=0)
     max_concurrency: int = Field(8, ge=1)        # the seed's MAX_WORKERS
@@ -65,6 +65,8 @@ class JudgeConfig(Strict):
     backoff_base_s: float = Field(1.0, ge=0)     # waits base·2^k (the seed's 1 s, 2 s), jittered, capped
     backoff_max_s: float = Field(30.0, ge=0)
     checkpoint_every: int = Field(100, ge=1)
+
+    _order = ordered(("backoff_base_s", "backoff_max_s"))
 
     @field_validator("prompt")
     @classmethod

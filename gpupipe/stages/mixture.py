@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from collections import Counter
@@ -47,7 +46,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from gpupipe.config import Strict
-from gpupipe.io.parts import atomic_write_text
+from gpupipe.io.parts import atomic_write_text, write_table
 from gpupipe.stages.base import Stage, StageJob, StageStats, write_rejects
 from gpupipe.stages.tokenize import TOKENIZER_FILE
 
@@ -215,7 +214,7 @@ def apply_copies_task(in_path: Path, out_dir: Path, copies: np.ndarray, listed: 
     copies = np.asarray(copies, dtype=np.int32)
     keep = copies > 0
     kept = table.filter(pa.array(keep)).append_column(COPIES_COLUMN, pa.array(copies[keep], pa.int32()))
-    _write_table(kept, Path(out_dir) / Path(in_path).name)
+    write_table(kept, Path(out_dir) / Path(in_path).name)
 
     dropped = table.filter(pa.array(~keep))
     stats = StageStats(docs_in=table.num_rows, docs_out=kept.num_rows, bytes_in=_text_bytes(table),
@@ -230,12 +229,6 @@ def apply_copies_task(in_path: Path, out_dir: Path, copies: np.ndarray, listed: 
     return stats.to_dict(Mixture.name, time.perf_counter() - t0)
 
 
-def _write_table(table: pa.Table, path: Path) -> None:
-    """Like io.parts.write_part (tmp name, then rename), for an Arrow table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
 
 
 def _ledger_counters(ledger: dict) -> Counter:

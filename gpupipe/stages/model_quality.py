@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from gpupipe.config import Strict
-from gpupipe.io.parts import atomic_write_text
+from gpupipe.config import FileRef, Fraction, Strict, ordered
+from gpupipe.io.parts import atomic_output, atomic_write_text
 from gpupipe.stages.base import MapStage, StageStats
 
 LABEL_PREFIX = "__label__"
@@ -138,8 +138,8 @@ def score_histogram(scores: np.ndarray, prefix: str = "score_bin") -> Counter:
 
 
 class QualityClassifierConfig(Strict):
-    model: str                                    # a fastText model from `gpupipe train-quality` (or DCLM's)
-    min_score: float = Field(0.5, ge=0.0, le=1.0)  # seed 002 §4.2: keep P(hq) ≥ 0.5
+    model: FileRef                                # a fastText model from `gpupipe train-quality` (or DCLM's)
+    min_score: Fraction = 0.5                     # seed 002 §4.2: keep P(hq) ≥ 0.5
     label: str = HQ_LABEL                         # the label whose probability is the score
     max_chars: int = Field(DEFAULT_MAX_CHARS, ge=1)
 
@@ -277,10 +277,8 @@ def train_quality_classifier(positive: str, negative: str, out: str, *, text_fie
     metrics = binary_metrics(truth, predicted) if len(valid_texts) else None
 
     out = Path(out)
-    tmp_out = out.with_name(f".{out.name}.tmp")  # written whole, then renamed: never a half model under the real name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    model.save_model(str(tmp_out))
-    os.replace(tmp_out, out)
+    with atomic_output(out) as tmp_out:  # never a half model under the real name
+        model.save_model(str(tmp_out))
     info = {
         "model": str(out),
         "sha256": _sha256(out),
@@ -414,7 +412,7 @@ def perplexity_cutoffs(model, texts: list[str], low: float | None, high: float |
 
 
 class PerplexityConfig(Strict):
-    model: str                                          # KenLM model: ARPA (.arpa) or KenLM binary
+    model: FileRef                                      # KenLM model: ARPA (.arpa) or KenLM binary
     # Absolute bounds (known cutoffs) …
     min_perplexity: float | None = Field(None, ge=0.0)
     max_perplexity: float | None = Field(None, ge=0.0)
@@ -423,9 +421,11 @@ class PerplexityConfig(Strict):
     # a few thousand documents) stands in for it, and each worker derives the same cutoffs from it at setup.
     low_percentile: float | None = Field(None, ge=0.0, le=100.0)
     high_percentile: float | None = Field(None, ge=0.0, le=100.0)
-    reference: str | None = None
+    reference: FileRef | None = None
     reference_text_field: str = "text"
     apply_to: list[str] | None = None                  # languages (`lang` column) to score; others pass unscored
+
+    _order = ordered(("min_perplexity", "max_perplexity"), ("low_percentile", "high_percentile"))
 
     @model_validator(mode="after")
     def _one_way_per_bound(self) -> "PerplexityConfig":
@@ -439,9 +439,6 @@ class PerplexityConfig(Strict):
                              "distribution sets the cutoffs")
         if self.reference and not percentiles:
             raise ValueError("`reference` is only used with low_percentile / high_percentile")
-        if (self.low_percentile is not None and self.high_percentile is not None
-                and self.low_percentile > self.high_percentile):
-            raise ValueError("low_percentile must not exceed high_percentile")
         return self
 
 

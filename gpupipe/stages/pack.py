@@ -18,9 +18,9 @@ from typing import Iterator, Literal
 
 import numpy as np
 import pyarrow.parquet as pq
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from gpupipe.config import Strict
+from gpupipe.config import KeyProblem, Strict
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import Stage, StageJob, StageStats
 from gpupipe.stages.mixture import COPIES_COLUMN, read_ledger
@@ -37,13 +37,19 @@ MEGATRON_PREFIX = "megatron/data"  # relative to the shards folder
 
 
 class PackConfig(Strict):
-    seq_len: int = 2048
-    blocks_per_shard: int = 1024
+    seq_len: int = Field(2048, ge=2)               # a training sequence needs an input and a next token
+    blocks_per_shard: int = Field(1024, ge=1)
     eos_token: str = EOS_TOKEN
     mode: Literal["stream", "bestfit"] = "stream"
     pad_token: str = PAD_TOKEN                     # bestfit only: the dedicated padding token, never EOS
     bestfit_window: int = Field(DEFAULT_WINDOW_DOCS, ge=1)  # bestfit only: documents placed together
     megatron: bool = False                         # also write shards/megatron/data.bin|.idx
+
+    @model_validator(mode="after")
+    def _pad_is_not_eos(self) -> "PackConfig":
+        if self.mode == "bestfit" and self.pad_token == self.eos_token:
+            raise KeyProblem("pad_token", f"bestfit pads with a token of its own, not EOS ({self.eos_token!r})")
+        return self
 
 
 class PackError(RuntimeError):

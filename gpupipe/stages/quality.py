@@ -59,9 +59,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
-from gpupipe.config import Strict
+from gpupipe.config import Fraction, Strict, ordered
 from gpupipe.stages.base import MapStage
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -74,15 +74,18 @@ class GopherQualityConfig(Strict):
 
     enabled: bool = True
     apply_to_cjk: bool = False
-    min_words: int | None = 50                   # words with a non-punctuation character
-    max_words: int | None = 100_000
-    min_mean_word_length: float | None = 3
-    max_mean_word_length: float | None = 10
-    max_symbol_word_ratio: float | None = 0.1    # "#" and "..."/"…" each, per word (punctuation words included)
-    max_bullet_lines_ratio: float | None = 0.9   # lines starting with "•" or "-"
-    max_ellipsis_lines_ratio: float | None = 0.3  # lines ending with "..." or "…"
-    min_alpha_words_ratio: float | None = 0.8    # words with a letter
-    min_stop_words: int | None = 2               # distinct of the, be, to, of, and, that, have, with (case-sensitive)
+    min_words: NonNegativeInt | None = 50        # words with a non-punctuation character
+    max_words: NonNegativeInt | None = 100_000
+    min_mean_word_length: NonNegativeFloat | None = 3
+    max_mean_word_length: NonNegativeFloat | None = 10
+    max_symbol_word_ratio: NonNegativeFloat | None = 0.1  # "#" and "..."/"…" each, per word (punctuation
+    #                                                       words included; a word may hold several: can exceed 1)
+    max_bullet_lines_ratio: Fraction | None = 0.9   # lines starting with "•" or "-"
+    max_ellipsis_lines_ratio: Fraction | None = 0.3  # lines ending with "..." or "…"
+    min_alpha_words_ratio: Fraction | None = 0.8    # words with a letter
+    min_stop_words: NonNegativeInt | None = 2    # distinct of the, be, to, of, and, that, have, with (case-sensitive)
+
+    _order = ordered(("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length"))
 
 
 class GopherRepetitionConfig(Strict):
@@ -90,12 +93,12 @@ class GopherRepetitionConfig(Strict):
 
     enabled: bool = True
     apply_to_cjk: bool = True
-    dup_para_frac: float | None = 0.3
-    dup_para_char_frac: float | None = 0.2
-    dup_line_frac: float | None = 0.3
-    dup_line_char_frac: float | None = 0.2
-    top_ngrams: dict[PositiveInt, float] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
-    dup_ngrams: dict[PositiveInt, float] = Field(
+    dup_para_frac: Fraction | None = 0.3
+    dup_para_char_frac: Fraction | None = 0.2
+    dup_line_frac: Fraction | None = 0.3
+    dup_line_char_frac: Fraction | None = 0.2
+    top_ngrams: dict[PositiveInt, Fraction] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
+    dup_ngrams: dict[PositiveInt, Fraction] = Field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10})
 
 
@@ -107,13 +110,13 @@ class C4Config(Strict):
     apply_to_cjk: bool = False
     filter_no_terminal_punct: bool = True   # a line must end with . ? ! " ' (not "...") to count
     remove_citations: bool = True           # "[12]", "[edit]", "[citation needed]" at the end do not hide it
-    min_words_per_line: int | None = 3
-    max_word_length: int | None = 1000      # a line with a longer word does not count
+    min_words_per_line: NonNegativeInt | None = 3
+    max_word_length: PositiveInt | None = 1000  # a line with a longer word does not count
     filter_lorem_ipsum: bool = True         # a counted line with "lorem ipsum" drops the document
     filter_javascript: bool = True          # a line with "javascript" does not count
     filter_curly_bracket: bool = True       # a counted line with "{" drops the document
     filter_policy: bool = True              # lines with "terms of use", "privacy policy", cookies ... do not count
-    min_num_sentences: int | None = 5       # sentences in counted lines
+    min_num_sentences: NonNegativeInt | None = 5  # sentences in counted lines
 
 
 class FineWebConfig(Strict):
@@ -121,12 +124,12 @@ class FineWebConfig(Strict):
 
     enabled: bool = True
     apply_to_cjk: bool = False
-    line_punct_thr: float | None = 0.12      # drop when fewer lines end with sentence punctuation
+    line_punct_thr: Fraction | None = 0.12      # drop when fewer lines end with sentence punctuation
     line_punct_exclude_zero: bool = False    # ... unless no line does (for texts without punctuation at all)
-    short_line_thr: float | None = 0.67      # drop when more lines are short
-    short_line_length: int = 30              # characters
-    char_duplicates_ratio: float | None = 0.01  # characters in repeated lines / characters without newlines
-    new_line_ratio: float | None = 0.3       # newlines per word ("list_ratio")
+    short_line_thr: Fraction | None = 0.67      # drop when more lines are short
+    short_line_length: NonNegativeInt = 30      # characters
+    char_duplicates_ratio: Fraction | None = 0.01  # characters in repeated lines / characters without newlines
+    new_line_ratio: NonNegativeFloat | None = 0.3  # newlines per word ("list_ratio"; can exceed 1)
 
 
 class Seed002Config(Strict):
@@ -134,15 +137,17 @@ class Seed002Config(Strict):
 
     enabled: bool = True
     apply_to_cjk: bool = False
-    min_words: int | None = 50
-    max_words: int | None = 100_000
-    min_avg_word_length: float | None = 3      # over non-CJK words
-    max_avg_word_length: float | None = 20
-    max_special_char_ratio: float | None = 0.3  # neither letter, digit nor whitespace / non-whitespace characters
-    max_digit_ratio: float | None = 0.5         # digits / non-whitespace characters
-    min_unique_word_ratio: float | None = 0.1   # distinct words (ASCII case folded) / words
-    max_line_dup_ratio: float | None = 0.3      # Gopher's duplicate line fraction
-    min_stop_word_ratio: float | None = 0.06    # English function words / words; English documents only
+    min_words: NonNegativeInt | None = 50
+    max_words: NonNegativeInt | None = 100_000
+    min_avg_word_length: NonNegativeFloat | None = 3      # over non-CJK words
+    max_avg_word_length: NonNegativeFloat | None = 20
+    max_special_char_ratio: Fraction | None = 0.3  # neither letter, digit nor whitespace / non-whitespace characters
+    max_digit_ratio: Fraction | None = 0.5         # digits / non-whitespace characters
+    min_unique_word_ratio: Fraction | None = 0.1   # distinct words (ASCII case folded) / words
+    max_line_dup_ratio: Fraction | None = 0.3      # Gopher's duplicate line fraction
+    min_stop_word_ratio: Fraction | None = 0.06    # English function words / words; English documents only
+
+    _order = ordered(("min_words", "max_words"), ("min_avg_word_length", "max_avg_word_length"))
 
 
 class ZhConfig(Strict):
@@ -155,22 +160,24 @@ class ZhConfig(Strict):
     """
 
     enabled: bool = True
-    min_chars: int | None = 100
-    max_chars: int | None = 200_000
-    min_cn_char_ratio: float | None = 0.3
-    max_punctuation_ratio: float | None = 0.15  # Unicode punctuation (P*) / characters
+    min_chars: NonNegativeInt | None = 100
+    max_chars: NonNegativeInt | None = 200_000
+    min_cn_char_ratio: Fraction | None = 0.3
+    max_punctuation_ratio: Fraction | None = 0.15  # Unicode punctuation (P*) / characters
     no_garbled: bool = True
-    max_bad_char_ratio: float = 0.01
-    max_latin1_ratio: float = 0.1
-    max_rare_han_ratio: float = 0.2
-    min_han_for_rare_check: int = 20            # too few Han characters say nothing about rarity
+    max_bad_char_ratio: Fraction = 0.01
+    max_latin1_ratio: Fraction = 0.1
+    max_rare_han_ratio: Fraction = 0.2
+    min_han_for_rare_check: NonNegativeInt = 20  # too few Han characters say nothing about rarity
+
+    _order = ordered(("min_chars", "max_chars"))
 
 
 class QualityConfig(Strict):
     lang_column: str = "lang"
     cjk_langs: list[str] = Field(default_factory=lambda: ["zh", "ja", "ko"])
     zh_langs: list[str] = Field(default_factory=lambda: ["zh"])
-    cjk_fraction: float = 0.5     # without a lang: CJK share of letters and digits above which a document is CJK
+    cjk_fraction: Fraction = 0.5  # without a lang: CJK share of letters and digits above which a document is CJK
     cjk_words: bool = True        # a CJK character is a word (false: as datatrove's English tokenizer; comparisons)
     gopher_quality: GopherQualityConfig = Field(default_factory=GopherQualityConfig)
     gopher_repetition: GopherRepetitionConfig = Field(default_factory=GopherRepetitionConfig)

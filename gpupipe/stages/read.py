@@ -2,27 +2,39 @@
 
 Each document gets `doc_index` = (file number << 40) | record number: a global input order that does not depend on
 how the corpus is partitioned, so "first occurrence wins" means the same thing on 1 worker or 100.
+
+A folder is read file by file, each by its own format: its HTML pages (or, in a folder of only Markdown, its .md
+files) as one html_dir (markdown_dir) input, each data file (.jsonl, .parquet, .warc.gz, ...) as an input of its
+own, and every other file as one `unsupported_file` rejection naming it. Hidden entries are skipped and counted.
+A file that cannot be opened at all (zero-byte or corrupt Parquet, ...) is one `unreadable_record`, not a crash.
 """
 
 from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 
 from gpupipe.config import ConfigError, InputConfig
 from gpupipe.io.parts import write_part
-from gpupipe.io.readers import Rejected, detect_format, iter_records
+from gpupipe.io.readers import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
+                                file_format, folder_format, iter_records, unsupported_detail, walk_files)
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import RunContext, Stage, StageJob, StageStats, text_bytes
 
+log = logging.getLogger("gpupipe")
+
 RECORD_BITS = 40  # up to 1e12 records per file, 2^23 files
+UNSUPPORTED = "unsupported"  # the "format" of a folder's file that no reader takes: read as one rejection
+FOLDER_FORMATS = ("html_dir", "markdown_dir")
+LOGGED_NAMES = 20  # files named in the run log; the rejects name them all
 
 
 def expand_inputs(paths: list[str]) -> list[str]:
@@ -36,6 +48,37 @@ def expand_inputs(paths: list[str]) -> list[str]:
     return out
 
 
+def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (file or folder, format) inputs that one configured path stands for, and the hidden entries skipped."""
+    if not os.path.exists(path):
+        raise ConfigError(f"input not found: {path}")
+    if not os.path.isdir(path):
+        return [(path, fmt if fmt != "auto" else _file_format(path))], []
+    if fmt not in ("auto",) + FOLDER_FORMATS:
+        raise ConfigError(f"input {path} is a folder, but format {fmt!r} reads a file: name the files "
+                          f"(a glob such as {os.path.join(path, '*')}) or use format auto")
+    return folder_inputs(path, fmt)
+
+
+def _file_format(path: str) -> str:
+    try:
+        return detect_format(path)
+    except ValueError as e:  # an unknown extension is the user's to fix: a config error, not a traceback
+        raise ConfigError(f"{e}; or set input.format") from None
+
+
+def folder_inputs(root: str, fmt: str = "auto") -> tuple[list[tuple[str, str]], list[str]]:
+    """A folder's inputs: its pages as one folder input, each data file on its own, the rest UNSUPPORTED."""
+    files, hidden = walk_files(root)
+    low = [f.lower() for f in files]
+    fmt = folder_format(files) if fmt == "auto" else fmt
+    pages = HTML_SUFFIXES if fmt == "html_dir" else MARKDOWN_SUFFIXES
+    inputs = [(root, fmt)] if any(n.endswith(pages) for n in low) else []
+    inputs += [(os.path.join(root, rel), file_format(rel) or UNSUPPORTED)
+               for rel, n in zip(files, low) if not n.endswith(pages)]
+    return inputs, [os.path.join(root, h) for h in hidden]
+
+
 class ReadStage(Stage):
     name = "read"
     Config = InputConfig
@@ -43,18 +86,59 @@ class ReadStage(Stage):
     def __init__(self, config: InputConfig, ctx: RunContext, partition_docs: int):
         super().__init__(config, ctx)
         self.partition_docs = partition_docs
-        self.files = expand_inputs(config.path)
-        self.formats = [config.format if config.format != "auto" else detect_format(f) for f in self.files]
+        self.files: list[str] = []
+        self.formats: list[str] = []
+        self.hidden: list[str] = []  # hidden entries of input folders, skipped (counted in extra.hidden_skipped)
+        seen: set[tuple[str, str]] = set()  # a file named both on its own and through its folder is read once
+        for path in expand_inputs(config.path):
+            inputs, hidden = resolve_input(path, config.format)
+            if not inputs:
+                raise ConfigError(f"input folder {path} holds no files to read"
+                                  + (f" ({len(hidden)} hidden entries skipped)" if hidden else ""))
+            for f, fmt in inputs:
+                if (os.path.abspath(f), fmt) not in seen:
+                    seen.add((os.path.abspath(f), fmt))
+                    self.files.append(f)
+                    self.formats.append(fmt)
+            self.hidden += hidden
 
     def execute(self, job: StageJob) -> StageStats:
         n = len(self.files)
+        self._log_skipped()
         results = job.executor.map(read_file_task, list(range(n)), self.files, self.formats,
                                    [self.config.text_field] * n, [self.config.source] * n,
                                    [self.partition_docs] * n, [job.out_dir] * n, progress=job.progress)
         total = StageStats()
         for r in results:
             total.merge(StageStats.from_dict(r))
+        if self.hidden:
+            total.extra["hidden_skipped"] = len(self.hidden)
         return total
+
+    def _log_skipped(self) -> None:
+        unsupported = [f for f, fmt in zip(self.files, self.formats) if fmt == UNSUPPORTED]
+        if unsupported:
+            log.warning("read: %d file(s) of the input folders are not a readable input, each counted as "
+                        "unsupported_file: %s", len(unsupported), _names(unsupported))
+        if self.hidden:
+            log.info("read: %d hidden entries of the input folders skipped: %s", len(self.hidden),
+                     _names(self.hidden))
+
+
+def _names(paths: list[str]) -> str:
+    more = len(paths) - LOGGED_NAMES
+    return ", ".join(paths[:LOGGED_NAMES]) + (f" and {more} more (see the read stage's rejects)" if more > 0 else "")
+
+
+def input_items(path: str, fmt: str, text_field: str) -> Iterator[Item]:
+    """iter_records, with a file that cannot be read at all counted as one rejection instead of raised."""
+    if fmt == UNSUPPORTED:
+        return iter([Rejected("unsupported_file", unsupported_detail(path), 0)])
+    try:
+        return iter_records(path, fmt, text_field=text_field)
+    except ReaderError as e:
+        log.warning("read: %s (counted as one unreadable_record)", e)
+        return iter([Rejected("unreadable_record", str(e), 0)])
 
 
 def _record_row(rec: dict[str, Any], file_no: int, record_no: int, source: str) -> dict[str, Any]:
@@ -86,7 +170,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
         rows, part_no = [], part_no + 1
 
     with annotate("gpupipe/read"), open(rejects_path, "w", encoding="utf-8") as rej:
-        for record_no, rec in enumerate(iter_records(path, fmt, text_field=text_field)):
+        for record_no, rec in enumerate(input_items(path, fmt, text_field)):
             stats.docs_in += 1
             if isinstance(rec, Rejected):
                 stats.removed[rec.reason] += 1

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from gpupipe.io.parts import atomic_output
+
 from .packing import check_document, check_token_ids
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
@@ -167,8 +169,7 @@ def _write_index(path: str, lengths: np.ndarray, dtype: np.dtype) -> str:
     """Header, lengths, then pointers and document indices derived chunk by chunk (bounded memory)."""
     n = int(lengths.size)
     sha = hashlib.sha256()
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
         def put(data: bytes) -> None:
             f.write(data)
             sha.update(data)
@@ -183,7 +184,6 @@ def _write_index(path: str, lengths: np.ndarray, dtype: np.dtype) -> str:
             offset = int(ends[-1])
         for start in range(0, n + 1, _LENGTHS_CHUNK):
             put(np.arange(start, min(n + 1, start + _LENGTHS_CHUNK), dtype="<i8").tobytes())
-    os.replace(tmp, path)
     return sha.hexdigest()
 
 

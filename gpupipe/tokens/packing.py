@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from gpupipe.io.parts import atomic_output
+
 MANIFEST_FILE = "manifest.json"
 SHARD_RE = re.compile(r"^shard-\d{5,}\.bin$")
 SHARD_DTYPES = ("uint16", "uint32")
@@ -34,17 +36,15 @@ def shard_dtype(dtype) -> np.dtype:
 
 def write_atomic(path: str, data) -> None:
     """Write to a temp name then rename, so a crash never leaves a half file that looks whole."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
-    os.replace(tmp, path)
 
 
 def _remove_stale_outputs(out_dir: str) -> None:
     # A previous run's manifest would describe shards we are about to overwrite, and its extra
     # shards would sit next to ours unlisted; both go before the first new shard is written.
     for name in os.listdir(out_dir):
-        leftover_tmp = ".bin.tmp." in name or name.startswith(MANIFEST_FILE + ".tmp.")
+        leftover_tmp = name.startswith(".") and ".tmp." in name  # io.parts.atomic_output's temp names
         if name == MANIFEST_FILE or SHARD_RE.match(name) or leftover_tmp:
             os.remove(os.path.join(out_dir, name))
 

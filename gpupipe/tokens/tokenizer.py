@@ -11,13 +11,15 @@ import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from gpupipe.io.parts import atomic_output
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from .fast_bpe import fast_encoder
 
 EOS_TOKEN = "<|endoftext|>"
 TOKENIZER_FILE = "tokenizer.json"
-_BYTE_ALPHABET_SIZE = 256
+BYTE_ALPHABET_SIZE = 256  # byte-level BPE: one base token per byte value
 
 
 def train_byte_level_bpe(
@@ -34,7 +36,7 @@ def train_byte_level_bpe(
     processes, whose Rust hash maps are seeded differently).
     """
     special_tokens = list(special_tokens)
-    floor = _BYTE_ALPHABET_SIZE + len(special_tokens)
+    floor = BYTE_ALPHABET_SIZE + len(special_tokens)
     if vocab_size < floor:
         # the trainer would silently return a larger vocab than asked for
         raise ValueError(f"vocab_size {vocab_size} < {floor} (256 byte tokens + {len(special_tokens)} special)")
@@ -72,13 +74,8 @@ def save_tokenizer(tok: Tokenizer, path) -> str:
     """Write tokenizer.json atomically; return the sha256 hex of the bytes written."""
     path = _tokenizer_path(path)
     data = tok.to_str(pretty=True).encode("utf-8")  # same bytes as Tokenizer.save()
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
-    os.replace(tmp, path)
     return hashlib.sha256(data).hexdigest()
 
 

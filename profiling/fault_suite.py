@@ -1,0 +1,340 @@
+"""Fault suite: bad inputs, bad configs and faults, each tried through the real `gpupipe` command in a fresh process.
+
+Three tables, and a total line per table:
+  bad inputs   handled cleanly = exit 0, 1 or 2, no traceback, and when stats.json exists, conservation holds
+               and every input record is accounted for (docs in = docs out + removed)
+  bad configs  refused before work = exit 2, no traceback, the message names the key (or file), and no stage
+               folder was created
+  faults       survived = after the fault (kill -9 after each stage, Ctrl-C, SIGTERM, a second run at once, a stale lock,
+               an interrupted run of a changed config), the directory never looks complete when it is not, and
+               the resumed run ends with shards byte-identical to an undisturbed run
+
+Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150]
+Exit 1 if anything was not handled. Needs nothing outside the project (the crawl is `gpupipe synth`'s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+STAGES = [{"extract": {}}, {"normalize": {}}, {"langid": {"keep": ["en", "zh", "fr", "de", "es", "ru"]}},
+          {"doc_filter": {"min_words": 20}}, {"exact_dedup": {}}, {"fuzzy_dedup": {}},
+          {"tokenize": {"vocab_size": 512}}, {"pack": {"seq_len": 128}}]
+TEXT_STAGES = [{"normalize": {}}, {"exact_dedup": {}}]
+
+
+def gpupipe(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpupipe", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write_cfg(path: Path, **kw) -> Path:
+    kw.setdefault("device", "cpu")
+    path.write_text(yaml.safe_dump(kw, sort_keys=False))
+    return path
+
+
+def jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def accounted(run: Path) -> tuple[bool, str]:
+    stats_file = run / "stats.json"
+    if not stats_file.is_file():
+        return True, "no stats"
+    s = json.loads(stats_file.read_text())
+    ok = s["conservation_ok"] and s["input_records"] + s["docs_added_total"] == s["output_docs"] + s["removed_total"]
+    read = s["stages"][0]
+    return ok, f"{s['input_records']} records: {s['output_docs']} out, read removed {read['removed']}"
+
+
+# ----------------------------------------------------------------------------------------------- bad inputs
+
+def bad_inputs(work: Path, crawl: Path) -> list[tuple[str, Path, list]]:
+    """(name, input path, stages) for each bad input, made on disk."""
+    from gpupipe.synth import write_synthetic_crawl
+
+    d = work / "inputs"
+    d.mkdir()
+    cases: list[tuple[str, Path, list]] = []
+    raw = crawl.read_bytes()
+
+    def member_starts(data: bytes) -> list[int]:
+        return [i for i in range(len(data) - 2) if data[i:i + 3] == b"\x1f\x8b\x08"]
+
+    starts = member_starts(raw)
+    cut = bytearray(raw)
+    for s in starts[5:65:10]:  # six damaged gzip members
+        cut[s + 12:s + 40] = b"\0" * 28
+    (d / "damaged_members.warc.gz").write_bytes(bytes(cut))
+    cases.append(("six damaged gzip members", d / "damaged_members.warc.gz", STAGES[:2]))
+    (d / "truncated.warc.gz").write_bytes(raw[: len(raw) // 2 + 7])
+    cases.append(("WARC truncated mid-record", d / "truncated.warc.gz", STAGES[:2]))
+
+    plain = gzip.decompress(raw)
+    first = plain.find(b"Content-Length:", plain.find(b"WARC-Type: response"))
+    eol = plain.find(b"\r\n", first)
+    (d / "lying_length.warc").write_bytes(plain[:first] + b"Content-Length: 99999999" + plain[eol:])
+    cases.append(("plain WARC, Content-Length too long", d / "lying_length.warc", STAGES[:2]))
+    (d / "short_length.warc").write_bytes(plain[:first] + b"Content-Length: 40" + plain[eol:])
+    cases.append(("plain WARC, Content-Length too short", d / "short_length.warc", STAGES[:2]))
+
+    html = d / "html_no_url"
+    html.mkdir()
+    for i in range(5):
+        (html / f"p{i}.html").write_text(f"<html><body><article><p>{'A real paragraph of page text. ' * 20}"
+                                         f"number {i}</p></article></body></html>")
+    cases.append(("HTML folder without URLs", html, STAGES[:2]))
+    mixed = d / "mixed_folder"
+    mixed.mkdir()
+    jsonl(mixed / "a.jsonl", [{"text": f"a document in a jsonl file, number {i}"} for i in range(4)])
+    (mixed / "b.html").write_text("<html><body><p>" + "Some html text for the folder. " * 20 + "</p></body></html>")
+    (mixed / "notes.txt").write_text("not a supported input")
+    (mixed / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    cases.append(("folder of JSONL + HTML + unsupported files", mixed, STAGES[:2]))
+    jdir = d / "jsonl_folder"
+    jdir.mkdir()
+    for k in range(3):
+        jsonl(jdir / f"part{k}.jsonl", [{"text": f"text {k}-{i} of the folder"} for i in range(3)])
+    cases.append(("folder of JSONL files", jdir, TEXT_STAGES))
+
+    mix_json = jsonl(d / "docs.jsonl", [{"text": f"a jsonl document {i} beside a crawl"} for i in range(6)])
+    cases.append(("WARC + JSONL in one run", [str(crawl), str(mix_json)], STAGES[:3]))
+    (d / "empty.parquet").write_bytes(b"")
+    cases.append(("zero-byte Parquet", d / "empty.parquet", TEXT_STAGES))
+    import pandas as pd
+
+    pd.DataFrame({"content": ["x", "y"], "id": ["1", "2"]}).to_parquet(d / "no_text.parquet")
+    cases.append(("Parquet without the text column", d / "no_text.parquet", TEXT_STAGES))
+    (d / "garbage.parquet").write_bytes(b"PAR1" + os.urandom(200) + b"PAR1")
+    cases.append(("corrupt Parquet", d / "garbage.parquet", TEXT_STAGES))
+    jsonl(d / "bad_lines.jsonl", [{"text": "fine line one"}, "{not json", '{"text": 5}', "\udcff".encode(
+        "utf-8", "surrogateescape").decode("latin-1"), {"text": "fine line two"}])
+    cases.append(("JSONL with bad lines", d / "bad_lines.jsonl", TEXT_STAGES))
+    (d / "bad.jsonl.gz").write_bytes(gzip.compress(b'{"text": "ok"}\n')[:-6])
+    cases.append(("truncated .jsonl.gz", d / "bad.jsonl.gz", TEXT_STAGES))
+    (d / "empty.jsonl").write_text("")
+    cases.append(("empty input file", d / "empty.jsonl", TEXT_STAGES))
+    jsonl(d / "wrong_field.jsonl", [{"content": "text under another name"}])
+    cases.append(("JSONL without the text field", d / "wrong_field.jsonl", TEXT_STAGES))
+    (d / "notes.txt").write_text("plain text")
+    cases.append(("unknown extension", d / "notes.txt", TEXT_STAGES))
+    big = write_synthetic_crawl(d / "tiny.warc.gz", docs=3, seed=1)
+    cases.append(("filters remove everything", Path(big["warc"]),
+                  STAGES[:2] + [{"doc_filter": {"min_words": 100000, "max_words": 1000000}}]))
+    return cases
+
+
+def run_bad_inputs(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
+    rows = []
+    for i, (name, path, stages) in enumerate(bad_inputs(work, crawl)):
+        run = work / f"in-{i}"
+        paths = path if isinstance(path, list) else str(path)
+        cfg = write_cfg(work / f"in-{i}.yaml", input={"path": paths}, output=str(run), stages=stages)
+        r = gpupipe("run", str(cfg))
+        ok_acc, what = accounted(run)
+        clean = r.returncode in (0, 1, 2) and "Traceback" not in r.stderr and ok_acc
+        lines = r.stderr.strip().splitlines() or [""]
+        said = next((x for x in lines if x.startswith("error:")), lines[-1])[:150] if r.returncode else what
+        rows.append((name, clean, f"exit {r.returncode}: {said}"))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- bad configs
+
+def bad_configs(work: Path, crawl: Path, tok: Path) -> list[tuple[str, dict | str, str]]:
+    """(name, config or raw YAML text, text the message must contain)."""
+    base = {"input": {"path": str(crawl)}, "output": str(work / "cfg-run"), "stages": STAGES}
+
+    def with_stage(i: int, params: dict) -> dict:
+        stages = [dict(s) for s in STAGES]
+        (name, old), = stages[i].items()
+        stages[i] = {name: {**old, **params}}
+        return {**base, "stages": stages}
+
+    a_file = work / "output_is_a_file"
+    a_file.write_text("x")
+    return [
+        ("pack.seq_len 0", with_stage(7, {"seq_len": 0}), "seq_len"),
+        ("pack.blocks_per_shard 0", with_stage(7, {"blocks_per_shard": 0}), "blocks_per_shard"),
+        ("fuzzy_dedup.num_perm 0", with_stage(5, {"num_perm": 0}), "num_perm"),
+        ("fuzzy_dedup.threshold 1.5", with_stage(5, {"threshold": 1.5}), "threshold"),
+        ("fuzzy_dedup bands x rows > num_perm", with_stage(5, {"bands": 20, "rows": 10}), "num_perm"),
+        ("tokenize.vocab_size 100", with_stage(6, {"vocab_size": 100}), "vocab_size"),
+        ("doc_filter min_words > max_words", with_stage(3, {"min_words": 500, "max_words": 100}), "min_words"),
+        ("langid.min_score 1.5", with_stage(2, {"min_score": 1.5}), "min_score"),
+        ("langid.keep unknown code", with_stage(2, {"keep": ["en", "english"]}), "english"),
+        ("tokenize.tokenizer missing", with_stage(6, {"tokenizer": str(work / "nope.json")}), "tokenizer"),
+        ("decontaminate.index missing", {**base, "stages": STAGES[:5] + [
+            {"decontaminate": {"index": str(work / "nope.parquet")}}]}, "index"),
+        ("quality_classifier.model missing", {**base, "stages": STAGES[:5] + [
+            {"quality_classifier": {"model": str(work / "nope.bin")}}]}, "model"),
+        ("output is a file", {**base, "output": str(a_file)}, "output"),
+        ("misspelt stage", {**base, "stages": STAGES[:5] + [{"fuzy_dedup": {}}]}, "fuzzy_dedup"),
+        ("misspelt parameter", with_stage(3, {"min_word": 5}), "min_words"),
+        ("unknown top-level key", {**base, "sead": 1}, "seed"),
+        ("input not found", {**base, "input": {"path": str(work / "missing.warc.gz")}}, "input"),
+        ("stage after pack", {**base, "stages": STAGES + [{"normalize": {}}]}, "pack"),
+        ("HTML input without extract", {**base, "stages": STAGES[1:]}, "extract"),
+        ("not YAML", "input: [unclosed\n", "YAML"),
+        ("tokenizer given is fine (control: must run)", with_stage(6, {"tokenizer": str(tok)}), ""),
+    ]
+
+
+def run_bad_configs(work: Path, crawl: Path, tok: Path) -> list[tuple[str, bool, str]]:
+    rows = []
+    for i, (name, cfg, needle) in enumerate(bad_configs(work, crawl, tok)):
+        path = work / f"cfg-{i}.yaml"
+        if isinstance(cfg, str):
+            path.write_text(cfg)
+        else:
+            write_cfg(path, **cfg)
+        shutil.rmtree(work / "cfg-run", ignore_errors=True)
+        r = gpupipe("run", str(path))
+        if not needle:  # the control: a valid config must not be refused
+            rows.append((name, r.returncode == 0, f"exit {r.returncode}"))
+            continue
+        no_work = not (work / "cfg-run" / "stages").exists()
+        ok = r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr and no_work
+        said = " ".join(r.stderr.split())[:110]
+        rows.append((name, ok, f"exit {r.returncode}{'' if no_work else ', WORK DONE'}: {said}"))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------- faults
+
+def shard_bytes(run: Path) -> dict[str, bytes]:
+    folder = run / "shards"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
+
+
+def looks_complete(run: Path) -> bool:
+    return (run / "stats.json").exists() or (run / "shards" / "manifest.json").exists()
+
+
+def kill_after(cfg: Path, marker: Path, sig: int, timeout: float = 300) -> int | None:
+    """Start a run, send `sig` once `marker` exists; the exit code, or None if it finished first."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        return None
+    proc.send_signal(sig)
+    proc.communicate(timeout=120)
+    return proc.returncode
+
+
+def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
+    rows = []
+    ref_run = work / "ref"
+    ref_cfg = write_cfg(work / "ref.yaml", input={"path": str(crawl)}, output=str(ref_run), stages=STAGES,
+                        executor={"partition_docs": 20})
+    assert gpupipe("run", str(ref_cfg)).returncode == 0, "the undisturbed reference run failed"
+    reference = shard_bytes(ref_run)
+    names = ["read"] + [next(iter(s)) for s in STAGES]
+    for i, name in enumerate(names[:-1]):
+        for sig, label in ((signal.SIGKILL, "kill -9"), (signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+            if (sig == signal.SIGINT and i % 3 != 0) or (sig == signal.SIGTERM and i % 3 != 1):
+                continue  # Ctrl-C and SIGTERM each at every third stage is enough
+            run = work / f"fault-{i}-{sig}"
+            cfg = write_cfg(work / f"fault-{i}-{sig}.yaml", input={"path": str(crawl)}, output=str(run),
+                            stages=STAGES, executor={"partition_docs": 20})
+            code = kill_after(cfg, run / "stages" / f"{i:02d}-{name}" / "stats.json", sig)
+            partial_ok = code is None or not looks_complete(run)
+            r = gpupipe("run", str(cfg))
+            same = r.returncode == 0 and shard_bytes(run) == reference
+            rows.append((f"{label} after stage {name}", partial_ok and same,
+                         f"stopped with {code}, resumed: exit {r.returncode}, shards "
+                         f"{'identical' if same else 'DIFFER'}"))
+
+    # A second run at once on the same directory, then a stale lock left by kill -9.
+    run = work / "twice"
+    cfg = write_cfg(work / "twice.yaml", input={"path": str(crawl)}, output=str(run), stages=STAGES,
+                    executor={"partition_docs": 20})
+    first = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    while not (run / "stages" / "01-extract").exists() and first.poll() is None:
+        time.sleep(0.01)
+    second = gpupipe("run", str(cfg))
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    refused = second.returncode == 2 and f"pid {first.pid}" in second.stderr
+    r = gpupipe("run", str(cfg))
+    rows.append(("second run on a busy directory, then the holder killed (stale lock)",
+                 refused and r.returncode == 0 and shard_bytes(run) == reference,
+                 f"second: exit {second.returncode}; after kill -9: exit {r.returncode}"))
+
+    # An interrupted run of a changed config never leaves the old config's results looking complete.
+    run = work / "changed"
+    cfg = write_cfg(work / "changed-a.yaml", input={"path": str(crawl)}, output=str(run), stages=STAGES,
+                    executor={"partition_docs": 20})
+    gpupipe("run", str(cfg))
+    changed = [dict(s) for s in STAGES]
+    changed[3] = {"doc_filter": {"min_words": 30}}
+    cfg_b = write_cfg(work / "changed-b.yaml", input={"path": str(crawl)}, output=str(run), stages=changed,
+                      executor={"partition_docs": 20})
+    marker = run / "stages" / "04-doc_filter" / "stats.json"
+    old = marker.read_text()
+    proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg_b)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    while proc.poll() is None and (not marker.exists() or marker.read_text() == old):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stale = looks_complete(run) or (run / "stages" / "08-pack" / "stats.json").exists()
+    verify = gpupipe("verify", str(run / "shards"))
+    rows.append(("changed config interrupted after its changed stage", not stale and verify.returncode != 0,
+                 f"stats/shards left: {stale}; verify exit {verify.returncode}"))
+    return rows
+
+
+def table(title: str, rows: list[tuple[str, bool, str]], verdict: str) -> int:
+    print(f"\n## {title}")
+    for name, ok, what in rows:
+        print(f"  {'ok  ' if ok else 'FAIL'}  {name:<58} {what}")
+    good = sum(ok for _, ok, _ in rows)
+    print(f"  {title}: {len(rows)} tried, {good} {verdict}")
+    return len(rows) - good
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", help="working folder (default: a fresh temp folder, removed at the end)")
+    ap.add_argument("--docs", type=int, default=150, help="pages in the synthetic crawl (default 150)")
+    args = ap.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="gpupipe-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    from gpupipe.synth import write_synthetic_crawl
+
+    crawl = Path(write_synthetic_crawl(work / "crawl.warc.gz", docs=args.docs, seed=0)["warc"])
+    tok_run = work / "tok"
+    write_cfg(work / "tok.yaml", input={"path": str(crawl)}, output=str(tok_run), stages=STAGES)
+    assert gpupipe("run", str(work / "tok.yaml")).returncode == 0
+    tok = next(tok_run.glob("stages/*-tokenize/tokenizer.json"))
+    t0 = time.time()
+    failed = table("bad inputs", run_bad_inputs(work, crawl), "handled cleanly")
+    failed += table("bad configs", run_bad_configs(work, crawl, tok), "refused before work (control: ran)")
+    failed += table("faults", run_faults(work, crawl), "survived with identical output")
+    print(f"\n{time.time() - t0:.0f} s; {'all clean' if not failed else f'{failed} NOT handled'}")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
