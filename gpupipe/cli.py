@@ -35,7 +35,7 @@ def fail(message: str, code: int) -> int:
 def _progress_factory(stage: str, total: int, docs: int | None = None, nbytes: int | None = None):
     """A live bar per stage on a terminal; nothing in CI or when piped. Given the stage's input size (documents
     and bytes the previous stage gave; input file bytes for read) it also shows docs/s and MB/s, estimated from the
-    share of partitions done (each holds partition_docs documents, but the last of each input file)."""
+    share of partitions done (each about partition_bytes, but the last of each input file)."""
     if not console.is_terminal:
         return None
 
@@ -88,7 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.input:
         overrides["input.path"] = args.input
     for flag, key in (("output", "output"), ("device", "device"), ("executor", "executor.kind"),
-                      ("workers", "executor.workers"), ("partition_docs", "executor.partition_docs")):
+                      ("workers", "executor.workers"), ("partition_docs", "executor.partition_docs"),
+                      ("partition_bytes", "executor.partition_bytes")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     try:
@@ -199,8 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", choices=["auto", "cpu", "gpu"], help="overrides device")
     r.add_argument("--executor", choices=["local", "dask"], help="overrides executor.kind")
     r.add_argument("--workers", type=int, help="Dask worker processes (executor dask); overrides executor.workers")
+    r.add_argument("--partition-bytes", dest="partition_bytes",
+                   help="text (HTML) bytes per partition, e.g. 128MiB; overrides executor.partition_bytes")
     r.add_argument("--partition-docs", dest="partition_docs", type=int,
-                   help="documents per partition; overrides executor.partition_docs")
+                   help="at most this many documents per partition; overrides executor.partition_docs")
     r.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("synth", help="write the synthetic crawl (WARC + ground truth)", description=(

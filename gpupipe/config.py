@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -126,13 +127,46 @@ class GpuClusterConfig(Strict):
     rmm_allocator_libs: list[str] = ["cupy", "torch"]
 
 
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(v: Any) -> Any:
+    """128000000, "128MB", "128 MiB", "1.5GB" → bytes (an int); anything else is left to the type check."""
+    if isinstance(v, str):
+        m = _SIZE.match(v)
+        if not m:
+            raise ValueError(f"not a size: {v!r} (write e.g. 134217728, '128MB' or '128MiB')")
+        unit = (m.group(2) or "").lower().removesuffix("b")
+        return int(float(m.group(1)) * _UNITS[unit])
+    return v
+
+
+# Bytes of text (or HTML) per partition when the config gives none: large enough that per-partition costs
+# (a Parquet round trip, a task, a bucket file per global stage) vanish against the work, small enough that a
+# worker holds a few of them. A GPU takes larger ones: its kernels need millions of documents to fill the device.
+DEFAULT_PARTITION_BYTES = {"cpu": 128 * 2**20, "gpu": 512 * 2**20}
+
+
 class ExecutorConfig(Strict):
     kind: Literal["local", "dask"] = "local"
     workers: int = Field(2, ge=1)
-    partition_docs: int = Field(500, ge=1, description="documents per partition written by the read stage")
+    partition_bytes: int | None = Field(None, ge=1, description="text (HTML) bytes per partition written by the "
+                                        "read stage; None: 128 MiB on the CPU, 512 MiB on the GPU")
+    partition_docs: int = Field(1_000_000, ge=1, description="upper bound on documents per partition")
     scheduler_address: str | None = None
     shuffle_buckets: int = Field(8, ge=1, description="buckets of the key exchange in global stages")
     gpu: GpuClusterConfig = GpuClusterConfig()
+
+    @field_validator("partition_bytes", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return parse_size(v)
+
+    def partitioning(self, device: str) -> tuple[int, int]:
+        """(documents, bytes) a read-stage partition holds at most, for the resolved device."""
+        return self.partition_docs, self.partition_bytes or DEFAULT_PARTITION_BYTES[device]
 
 
 class RunConfig(Strict):
@@ -142,6 +176,9 @@ class RunConfig(Strict):
     device: Literal["auto", "cpu", "gpu"] = "auto"
     seed: int = Field(0, ge=0)  # numpy's generators take non-negative seeds only
     allow_empty: bool = False   # a run that yields no documents is an error unless this says it may
+    # Consecutive map stages run fused, one task per partition, and only the chain's last stage writes parts;
+    # true keeps every stage's parts (for inspection, at the cost of a Parquet write per stage).
+    keep_intermediate: bool = False
     stages: list[dict[str, Any]]
 
     def results_hash(self) -> str:

@@ -107,6 +107,17 @@ _S30 = np.uint64(30)
 _S31 = np.uint64(31)
 
 
+def splitmix64_array(h: np.ndarray) -> np.ndarray:
+    """splitmix64 below over a uint64 array, in numpy (wrapping multiplication): the same values."""
+    h = np.asarray(h, dtype=np.uint64).copy()
+    h ^= h >> _S30
+    h *= _SM1
+    h ^= h >> _S27
+    h *= _SM2
+    h ^= h >> _S31
+    return h
+
+
 @njit(cache=True, inline="always")
 def splitmix64(h):
     """splitmix64's finaliser (a bijection on uint64): nearby inputs land far apart."""

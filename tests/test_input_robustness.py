@@ -144,7 +144,7 @@ def test_markdown_folder_counts_its_stray_files(tmp_path):
     docs.mkdir()
     (docs / "guide.md").write_text("# Guide\n\nText.")
     (docs / "diagram.png").write_bytes(b"\x89PNG")
-    read = ReadStage(InputConfig(path=[str(docs)]), RunContext(), 100)
+    read = ReadStage(InputConfig(path=[str(docs)]), RunContext(), (100, 2**27))
     assert list(zip(read.files, read.formats)) == [(str(docs), "markdown_dir"),
                                                    (str(docs / "diagram.png"), "unsupported")]
 
@@ -160,7 +160,7 @@ def test_warc_and_jsonl_in_one_run(tmp_path, synth_crawl):
     records = text_docs("j", range(100, 106))
     jsonl = jsonl_file(tmp_path / "extra.jsonl", [dict(r, url=f"https://jsonl.example/{r['id']}") for r in records])
     cfg = write_config(tmp_path / "c.yaml", input={"path": [synth_crawl["warc"], str(jsonl)]},
-                       output=str(tmp_path / "run"))
+                       output=str(tmp_path / "run"), keep_intermediate=True)  # extract's own parts, to read
     stats = run_ok(cfg)
     assert stats["conservation_ok"]
     extract = stats["stages"][1]

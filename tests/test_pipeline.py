@@ -15,6 +15,7 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
+from gpupipe.run.rundir import kept_parts
 from gpupipe.run.pipeline import check_conservation
 
 STAGE_NAMES = ["read", "extract", "normalize", "langid", "doc_filter", "pii", "exact_dedup", "fuzzy_dedup",
@@ -49,7 +50,10 @@ def test_run_directory_contract(default_run):
     for i, name in enumerate(STAGE_NAMES):
         folder = run / "stages" / f"{i:02d}-{name}"
         assert json.loads((folder / "stats.json").read_text())["name"] == name
-        if name != "pack":
+        marker = json.loads((folder / "stats.json").read_text())
+        if marker.get("parts_kept") is False:  # fused inside a chain: its documents live on downstream
+            assert not part_paths(folder) and kept_parts(folder), folder
+        elif name != "pack":
             assert part_paths(folder), f"{folder} has no Parquet parts"
     for s in stats["stages"]:
         assert {"name", "docs_in", "docs_out", "removed", "bytes_in", "bytes_out", "seconds"} <= s.keys()
@@ -80,7 +84,7 @@ def test_ground_truth_exact_duplicates_removed(default_run, synth_crawl):
     dedup = run / "stages" / "06-exact_dedup"
     rejects = pd.concat([pd.read_parquet(p) for p in sorted((dedup / "rejects").glob("*.parquet"))])
     removed = set(rejects.loc[rejects["reason"] == "exact_duplicate", "id"])
-    entered = set(pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(run / "stages/04-doc_filter")])["id"])
+    entered = set(pd.concat([pd.read_parquet(p, columns=["id"]) for p in kept_parts(run / "stages/04-doc_filter")])["id"])
     kept = set(pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(dedup)])["id"])
     dups = {rid for rid, t in truth.items() if t["kind"] == "exact_duplicate" and rid in entered}
     assert dups, "the synthetic crawl should carry exact duplicates that survive the filters"
@@ -94,7 +98,7 @@ def test_ground_truth_exact_duplicates_removed(default_run, synth_crawl):
 def test_langid_and_filters_on_ground_truth(default_run, synth_crawl):
     run, stats = default_run
     truth = {t["record_id"]: t for t in map(json.loads, open(synth_crawl["truth"], encoding="utf-8"))}
-    langid = pd.concat([pd.read_parquet(p) for p in part_paths(run / "stages/03-langid")])
+    langid = pd.concat([pd.read_parquet(p, columns=["id", "lang"]) for p in kept_parts(run / "stages/03-langid")])
     agree = np.mean([truth[i]["lang"] == lang for i, lang in zip(langid["id"], langid["lang"])])
     assert agree >= 0.95
     final = pd.concat([pd.read_parquet(p, columns=["id"]) for p in part_paths(run / "stages/06-exact_dedup")])
@@ -141,12 +145,13 @@ def test_dask_workers_and_partitioning_give_identical_shards(config_file, tmp_pa
 
 @pytest.mark.slow
 def test_resume_after_killed_run(config_file, tmp_path, default_run):
-    """Kill a run after its third stage completed; the re-run skips those stages and ends identical."""
+    """Kill a run after its first chain of map stages (extract … pii, fused) completed; the re-run skips those
+    stages and ends identical."""
     out = tmp_path / "killed"
     cfg = config_file(output=str(out))
     proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    marker = out / "stages" / "02-normalize" / "stats.json"
+    marker = out / "stages" / "05-pii" / "stats.json"
     deadline = time.time() + 120
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -156,7 +161,7 @@ def test_resume_after_killed_run(config_file, tmp_path, default_run):
     assert not (out / "stats.json").exists(), "the run finished before it could be killed"
     stats = run_ok(cfg)
     resumed = [s["name"] for s in stats["stages"] if s["resumed"]]
-    assert resumed[:3] == ["read", "extract", "normalize"]
+    assert resumed[:6] == ["read", "extract", "normalize", "langid", "doc_filter", "pii"]
     assert shard_bytes(out) == shard_bytes(default_run[0])
     assert stats["conservation_ok"]
 

@@ -31,7 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from gpupipe.io.parts import atomic_write_text, part_paths
+from gpupipe.io.parts import atomic_write_text
+from gpupipe.run.rundir import kept_parts
 
 SAMPLE_SIZE = 1000            # seed 002 QUALITY_AUDIT.sample_size, per stage (kept and removed together)
 MIN_PASS_RATE = 0.95          # seed 002 QUALITY_AUDIT.min_pass_rate
@@ -105,6 +106,23 @@ def _pick_parquet(paths: list[Path], wanted: np.ndarray) -> Iterator[tuple[int, 
             base, j = hi, k
 
 
+def _pick_in_input_order(paths: list[Path], wanted: np.ndarray) -> Iterator[tuple[int, dict[str, Any]]]:
+    """_pick_parquet with row numbers in input order (doc_index). A stage that ran fused has its kept documents in
+    several sources (the chain's last parts, later stages' rejects), so their concatenation is not in input order;
+    numbering by doc_index gives the sample a stage would have drawn from its own parts."""
+    if len(paths) < 2 or not all("doc_index" in pq.ParquetFile(p).schema_arrow.names for p in paths):
+        yield from _pick_parquet(paths, wanted)
+        return
+    doc_index = np.concatenate([pq.read_table(p, columns=["doc_index"])["doc_index"].to_numpy() for p in paths])
+    order = np.argsort(doc_index, kind="stable")   # order[rank] = position in the concatenation
+    if np.array_equal(order, np.arange(len(order))):
+        yield from _pick_parquet(paths, wanted)
+        return
+    rank_of = {int(order[r]): int(r) for r in wanted}
+    picked = sorted((rank_of[pos], row) for pos, row in _pick_parquet(paths, np.sort(order[wanted])))
+    yield from picked
+
+
 def _pick_jsonl(paths: list[Path], wanted: np.ndarray) -> Iterator[tuple[int, dict[str, Any]]]:
     """The read stage's rejects: records that never became documents (file position and what was wrong)."""
     row, j = 0, 0
@@ -124,15 +142,15 @@ def _pick_jsonl(paths: list[Path], wanted: np.ndarray) -> Iterator[tuple[int, di
 def draw_sample(folder: Path, size: int = SAMPLE_SIZE, seed: int = 0) -> tuple[list[dict[str, Any]], dict]:
     """The audit sample of one stage folder, in a seeded random order, and what it was drawn from."""
     stage = folder.name.split("-", 1)[1] if "-" in folder.name else folder.name
-    kept_parts, rej_parts, rej_jsonl = part_paths(folder), _reject_parts(folder), _reject_jsonl(folder)
-    n_kept, n_rej_pq, n_rej_js = _parquet_rows(kept_parts), _parquet_rows(rej_parts), _jsonl_rows(rej_jsonl)
+    kept, rej_parts, rej_jsonl = kept_parts(folder), _reject_parts(folder), _reject_jsonl(folder)
+    n_kept, n_rej_pq, n_rej_js = _parquet_rows(kept), _parquet_rows(rej_parts), _jsonl_rows(rej_jsonl)
     k_kept, k_removed = sample_counts(n_kept, n_rej_pq + n_rej_js, size)
     rng = stage_rng(seed, folder.name)
     kept_rows = np.sort(rng.choice(n_kept, size=k_kept, replace=False)) if k_kept else np.zeros(0, np.int64)
     rem_rows = (np.sort(rng.choice(n_rej_pq + n_rej_js, size=k_removed, replace=False)) if k_removed
                 else np.zeros(0, np.int64))
     samples = []
-    for status, rows in (("kept", _pick_parquet(kept_parts, kept_rows)),
+    for status, rows in (("kept", _pick_in_input_order(kept, kept_rows)),
                          ("removed", _pick_parquet(rej_parts, rem_rows[rem_rows < n_rej_pq]))):
         samples += [_sample(folder.name, stage, status, i, r) for i, r in rows]
     samples += [_sample(folder.name, stage, "removed", n_rej_pq + i, r)
@@ -152,7 +170,7 @@ def _sample(folder: str, stage: str, status: str, row: int, r: dict[str, Any]) -
 def audit_stage_folders(run_dir: Path) -> list[Path]:
     """Stage folders that hold documents to audit (parts or rejects; pack has neither)."""
     return [f for f in sorted((run_dir / "stages").iterdir())
-            if f.is_dir() and (part_paths(f) or (f / "rejects").is_dir())]
+            if f.is_dir() and (kept_parts(f) or (f / "rejects").is_dir())]
 
 
 def write_samples(run_dir: str | os.PathLike, size: int = SAMPLE_SIZE, seed: int | None = None) -> dict[str, Any]:

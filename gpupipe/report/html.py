@@ -23,6 +23,7 @@ import pyarrow.types as pat
 import yaml
 
 from gpupipe.io.parts import part_paths
+from gpupipe.run.rundir import kept_parts, stage_columns
 from gpupipe.report import audit as audit_mod
 from gpupipe.report import charts
 
@@ -144,9 +145,6 @@ def thresholds(stage: str, cfg: dict[str, Any], column: str) -> list[tuple[str, 
     return out
 
 
-def _columns(folder: Path) -> list[str]:
-    parts = part_paths(folder)
-    return pq.ParquetFile(parts[0]).schema_arrow.names if parts else []
 
 
 def _read_values(paths: list[Path], columns: list[str], seed: int) -> dict[str, np.ndarray]:
@@ -182,12 +180,13 @@ def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
     """The signal columns stage i added (q_*, lang_score, ...), with their values and thresholds; and how many
     kept documents the values are drawn from."""
     folder = run.folder(i)
-    parts = part_paths(folder)
+    parts = kept_parts(folder)
     if not parts:
         return [], 0
+    own = set(stage_columns(folder))  # a fused stage's parts are its chain's: they hold later stages' columns too
     schema = pq.ParquetFile(parts[0]).schema_arrow
-    before = set(next((_columns(run.folder(j)) for j in range(i - 1, -1, -1) if part_paths(run.folder(j))), []))
-    cols = [f.name for f in schema if f.name not in before
+    before = set(stage_columns(run.folder(i - 1))) if i else set()
+    cols = [f.name for f in schema if f.name in own and f.name not in before
             and (f.name.startswith("q_") and not f.name.startswith("q_scope_") or f.name in SIGNAL_COLUMNS)
             and (pat.is_integer(f.type) or pat.is_floating(f.type))]
     if not cols:

@@ -40,6 +40,11 @@ STAGE_STATS_SCHEMA: dict[str, Any] = {
         "key": {**_HASH, "description": "hash of input fingerprint, partitioning, seed and configs up to here"},
         "partitions": {**_COUNT, "description": "Parquet parts the stage wrote"},
         "resumed": {"type": "boolean", "description": "true when this run reused a completed stage"},
+        "columns": {"type": "array", "items": {"type": "string"},
+                    "description": "the columns of the documents the stage passed on (map stages)"},
+        "parts_kept": {"type": "boolean", "description": "false for a stage that ran fused inside a chain of map "
+                                                         "stages: its kept documents live on in the chain's last "
+                                                         "stage and the later stages' rejects"},
     },
 }
 
@@ -70,6 +75,10 @@ RUN_STATS_SCHEMA: dict[str, Any] = {
                                                          "tokenize/mixture/pack)"},
         "shards_dir": {"type": ["string", "null"], "description": "RUN/shards when the run packs, else null"},
         "stages": {"type": "array", "items": STAGE_STATS_SCHEMA, "description": "one entry per stage, in order"},
+        "empty": {"type": "string", "description": "present when the run yielded no documents: which stage "
+                                                   "removed the last ones, and why"},
+        "warnings": {"type": "array", "items": {"type": "string"},
+                     "description": "what went wrong without failing the run (the report could not be written)"},
     },
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from typing import Iterator
 
@@ -39,10 +40,18 @@ def stop_on_signals() -> Iterator[None]:
         _received.append(signum)
         raise Interrupted(signum)
 
+    def unraisable(info):
+        # Raised inside a C callback (numba's compiler cache hook, say), the interrupt cannot propagate and Python
+        # would print it as "Exception ignored ... Traceback"; it is not lost (check() raises it again): stay quiet.
+        if not (_received and issubclass(info.exc_type, KeyboardInterrupt)):
+            old_hook(info)
+
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        sys.unraisablehook = old_hook
         _received.clear()

@@ -18,7 +18,7 @@ from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
 from gpupipe.stages import STAGES, build_stage
-from gpupipe.stages.base import RunContext, StageJob, StageStats
+from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task
 from gpupipe.stages.pack import SHARDS_DIR
 from gpupipe.stages.read import ReadStage
 
@@ -77,7 +77,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     device = resolve_device(cfg.device)
     ctx0 = RunContext(device=device, seed=cfg.seed, results_hash=cfg.results_hash(),
                       shuffle_buckets=cfg.executor.shuffle_buckets)
-    read = ReadStage(cfg.input, ctx0, cfg.executor.partition_docs)
+    read = ReadStage(cfg.input, ctx0, cfg.executor.partitioning(device))
     _check_plan(read, cfg)
 
     run = RunDir(cfg.output)
@@ -118,6 +118,43 @@ def explain_empty(stages: list[dict[str, Any]], run: RunDir) -> str:
     return msg
 
 
+def _groups(stages: list, first: int | None) -> list[list[int]]:
+    """The stages from `first` on, as runs of work: each maximal sequence of consecutive fusable map stages is one
+    chain (one task per partition), every other stage a group of its own."""
+    groups: list[list[int]] = []
+    for i in range(len(stages))[first if first is not None else len(stages):]:
+        if groups and fusable(stages[i]) and fusable(stages[groups[-1][-1]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: bool) -> list[dict[str, Any]]:
+    """A chain of map stages over every partition: one read and one write per partition (plus each stage's
+    rejects), each stage's stats summed over the partitions. The chain's wall time is shared out over its stages
+    in proportion to their summed task times."""
+    n = len(job.inputs)
+    t0 = time.perf_counter()
+    results = job.executor.map(map_chain_task, [[s.spec() for s in chain]] * n, job.inputs, [folders] * n,
+                               [keep_intermediate] * n, progress=job.progress)
+    wall = time.perf_counter() - t0
+    busy = [sum(r[k]["seconds"] for r in results) for k in range(len(chain))]
+    out = []
+    for k, stage in enumerate(chain):
+        total = StageStats()
+        for r in results:
+            total.merge(StageStats.from_dict(r[k]))
+        share = busy[k] / sum(busy) if sum(busy) else 1 / len(chain)
+        d = total.to_dict(stage.name, wall * share)
+        if results:
+            d["columns"] = results[0][k]["columns"]
+        if len(chain) > 1:
+            d["parts_kept"] = keep_intermediate or k == len(chain) - 1
+        out.append(d)
+    return out
+
+
 def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale: int | None,
                 progress_factory) -> dict[str, Any]:
     refs = [{}] + _referenced_files(cfg, run)  # the read stage references no file but its inputs
@@ -135,10 +172,14 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
              cfg.executor.kind)
     if stale:
         log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
-    keys = [stage_key(fingerprint, cfg.executor.partition_docs,
+    keys = [stage_key(fingerprint, read.partitioning,
                       [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed, refs[:i + 1])
             for i in range(len(stages))]
     first_rerun = next((i for i, (f, k) in enumerate(zip(folders, keys)) if run.completed(f, k) is None), None)
+    # A stage that ran fused inside a chain left no parts: the stage after it cannot start from it, so the
+    # whole chain runs again (resume is per chain).
+    while first_rerun and run.completed(folders[first_rerun - 1], keys[first_rerun - 1]).get("parts_kept") is False:
+        first_rerun -= 1
     if first_rerun is not None:
         run.invalidate_from(folders, first_rerun)
     if device == "gpu":
@@ -148,37 +189,38 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
 
     executor = None
     stage_stats: list[dict[str, Any]] = []
-    rerun = False  # once a stage runs again, every later one does too
     t_run = time.perf_counter()
     try:
-        for i, (stage, folder, key) in enumerate(zip(stages, folders, keys)):
-            done = None if rerun else run.completed(folder, key)
-            if done is not None:
-                log.info("stage %s: already complete, resumed past it", folder.name)
-                done["resumed"] = True
-                stage_stats.append(done)
-                continue
-            rerun = True
+        for i in range(first_rerun if first_rerun is not None else len(stages)):
+            log.info("stage %s: already complete, resumed past it", folders[i].name)
+            stage_stats.append({**run.completed(folders[i], keys[i]), "resumed": True})
+        for group in _groups(stages, first_rerun):
             executor = executor or make_executor(cfg.executor, device)
-            run.reset(folder)
+            i = group[0]
+            for j in group:
+                run.reset(folders[j])
             inputs = part_paths(folders[i - 1]) if i else []
             tasks = len(read.files) if i == 0 else len(inputs)
             size = ((stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else
                     (None, sum(map(os.path.getsize, read.files)) if all(map(os.path.isfile, read.files)) else None))
-            bar = (progress_factory and progress_factory(stage.name, tasks, *size)) or contextlib.nullcontext()
+            name = "+".join(stages[j].name for j in group)
+            bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             with bar as b:
-                job = StageJob(executor, folders[i - 1] if i else None, inputs, folder, ctx,
+                job = StageJob(executor, folders[i - 1] if i else None, inputs, folders[i], ctx,
                                progress=(b.advance if b is not None else lambda n: None))
-                t0 = time.perf_counter()
-                stats: StageStats = stage.execute(job)
-                seconds = time.perf_counter() - t0
-            d = stats.to_dict(stage.name, seconds)
-            d.update(key=key, partitions=len(part_paths(folder)), resumed=False)
+                if len(group) == 1 and not fusable(stages[i]):
+                    t0 = time.perf_counter()
+                    done = [stages[i].execute(job).to_dict(stages[i].name, time.perf_counter() - t0)]
+                else:
+                    done = _run_chain([stages[j] for j in group], [folders[j] for j in group], job,
+                                      cfg.keep_intermediate)
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
-            run.mark_done(folder, d)
-            stage_stats.append(d)
-            log.info("stage %s: %d in, %d out, removed %s, %.2f s", folder.name, d["docs_in"], d["docs_out"],
-                     d["removed"], seconds)
+            for j, d in zip(group, done):
+                d.update(key=keys[j], partitions=len(part_paths(folders[j])), resumed=False)
+                run.mark_done(folders[j], d)
+                stage_stats.append(d)
+                log.info("stage %s: %d in, %d out, removed %s, %.2f s", folders[j].name, d["docs_in"],
+                         d["docs_out"], d["removed"], d["seconds"])
     finally:
         if executor is not None:
             executor.close()

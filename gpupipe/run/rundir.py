@@ -9,7 +9,7 @@
     RUN/file_hashes.json       content hashes of the files the config references, cached by file identity
 
 A stage is skipped on a re-run when its stats.json exists and carries the same key: a hash of the input
-fingerprint, the partitioning, the configs of this stage and all before it, and the content of every file those
+fingerprint, the partitioning (documents and bytes), the configs of this stage and all before it, and the content of every file those
 configs reference (models, tokenizer, index).
 """
 
@@ -33,6 +33,37 @@ FILE_HASHES = "file_hashes.json"
 RESULT_FILES = ("stats.json", "report.html")
 
 
+def _marker(folder: Path) -> dict[str, Any]:
+    f = folder / STATS_FILE
+    return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+
+
+def kept_parts(folder: Path) -> list[Path]:
+    """The Parquet files that hold the documents a stage kept, in a fixed order: its own parts; for a stage that
+    ran fused inside a chain without keeping its parts (`parts_kept: false`), the chain's last stage's parts, then
+    the rejects of each later stage of the chain (they were kept here and removed there)."""
+    if _marker(folder).get("parts_kept") is not False:
+        return sorted(folder.glob("part-*.parquet"))
+    later = sorted(f for f in folder.parent.iterdir() if f.is_dir() and f.name > folder.name)
+    rejects: list[Path] = []
+    for f in later:
+        rejects += sorted((f / "rejects").glob("part-*.parquet"))
+        if _marker(f).get("parts_kept") is not False:  # the chain's last stage
+            return sorted(f.glob("part-*.parquet")) + rejects
+    return rejects
+
+
+def stage_columns(folder: Path) -> list[str]:
+    """The columns of the documents a stage passed on (its marker; else its first part's schema)."""
+    cols = _marker(folder).get("columns")
+    if cols is None:
+        import pyarrow.parquet as pq
+
+        parts = sorted(folder.glob("part-*.parquet"))
+        cols = pq.ParquetFile(parts[0]).schema_arrow.names if parts else []
+    return cols
+
+
 class RunDirBusy(RuntimeError):
     """Another process holds the run directory."""
 
@@ -48,10 +79,11 @@ def input_fingerprint(files: list[str]) -> list[list[Any]]:
     return [[os.path.abspath(f), *_identity(os.stat(f))] for f in files]
 
 
-def stage_key(fingerprint: list, partition_docs: int, stage_items: list[dict[str, Any]], seed: int,
+def stage_key(fingerprint: list, partitioning: tuple[int, int], stage_items: list[dict[str, Any]], seed: int,
               file_hashes: list[dict[str, str]] | None = None) -> str:
-    """file_hashes: per stage item, {field: content hash} of the files it references."""
-    payload = json.dumps([fingerprint, partition_docs, stage_items, seed, file_hashes or []], sort_keys=True)
+    """partitioning: (documents, bytes) per read partition; file_hashes: per stage item, {field: content hash} of
+    the files it references."""
+    payload = json.dumps([fingerprint, list(partitioning), stage_items, seed, file_hashes or []], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

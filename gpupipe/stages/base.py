@@ -211,18 +211,41 @@ def worker_stage(spec: tuple[str, str, RunContext]) -> Stage:
 
 def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
     """Worker side of MapStage.execute: read a part, run the stage, write the part and its rejects."""
-    stage = worker_stage(spec)
-    with annotate(f"gpupipe/{stage.name}"):
-        t0 = time.perf_counter()
-        df = read_frame(in_path, stage.frame_device())
-        kept, rejects, stats = stage.process_partition(df)
-        moved = write_frame(kept, Path(out_dir) / Path(in_path).name)
-        if len(rejects):
-            moved += write_rejects(rejects, Path(out_dir) / "rejects" / Path(in_path).name)
-        if moved:  # a GPU-native stage's output, brought to the host to be written
-            stats.extra["host_transfer_bytes"] += moved
-    d = stats.to_dict(stage.name, time.perf_counter() - t0)
-    return d
+    return map_chain_task([spec], in_path, [out_dir], keep_parts=True)[0]
+
+
+def fusable(stage: Stage) -> bool:
+    """A per-document stage that runs partition by partition with nothing before or after (MapStage's own
+    execute): consecutive such stages can run as one task per partition (`map_chain_task`)."""
+    return isinstance(stage, MapStage) and type(stage).execute is MapStage.execute
+
+
+def map_chain_task(specs: list, in_path: Path, out_dirs: list[Path], keep_parts: bool = False) -> list[dict]:
+    """Worker side of a fused chain of map stages: one read of the part, each stage in turn on what the previous
+    kept, each stage's rejects (and its kept part when `keep_parts`) written to its own folder; the last stage's
+    kept part always. Returns each stage's stats, with the columns its output has (the report's signal charts tell
+    a stage's own columns by them when its parts are not kept)."""
+    name = Path(in_path).name
+    stages = [worker_stage(spec) for spec in specs]
+    results = []
+    df = None
+    for k, (stage, out_dir) in enumerate(zip(stages, out_dirs)):
+        with annotate(f"gpupipe/{stage.name}"):
+            t0 = time.perf_counter()
+            if k == 0:
+                df = read_frame(in_path, stage.frame_device())
+            df, rejects, stats = stage.process_partition(df)
+            moved = 0
+            if keep_parts or k == len(stages) - 1:
+                moved += write_frame(df, Path(out_dir) / name)
+            if len(rejects):
+                moved += write_rejects(rejects, Path(out_dir) / "rejects" / name)
+            if moved:  # a GPU-native stage's output, brought to the host to be written
+                stats.extra["host_transfer_bytes"] += moved
+        d = stats.to_dict(stage.name, time.perf_counter() - t0)
+        d["columns"] = list(df.columns)
+        results.append(d)
+    return results
 
 
 def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
@@ -236,5 +259,6 @@ def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
     return write_frame(out.reset_index(drop=True), path)
 
 
-__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "map_partition_task", "part_paths",
+__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "fusable", "map_chain_task",
+           "map_partition_task", "part_paths",
            "host_series", "text_bytes", "worker_stage", "write_rejects"]

@@ -83,9 +83,9 @@ class ReadStage(Stage):
     name = "read"
     Config = InputConfig
 
-    def __init__(self, config: InputConfig, ctx: RunContext, partition_docs: int):
+    def __init__(self, config: InputConfig, ctx: RunContext, partitioning: tuple[int, int]):
         super().__init__(config, ctx)
-        self.partition_docs = partition_docs
+        self.partitioning = partitioning  # (documents, bytes) per partition at most
         self.files: list[str] = []
         self.formats: list[str] = []
         self.hidden: list[str] = []  # hidden entries of input folders, skipped (counted in extra.hidden_skipped)
@@ -107,7 +107,7 @@ class ReadStage(Stage):
         self._log_skipped()
         results = job.executor.map(read_file_task, list(range(n)), self.files, self.formats,
                                    [self.config.text_field] * n, [self.config.source] * n,
-                                   [self.partition_docs] * n, [job.out_dir] * n, progress=job.progress)
+                                   [self.partitioning] * n, [job.out_dir] * n, progress=job.progress)
         total = StageStats()
         for r in results:
             total.merge(StageStats.from_dict(r))
@@ -149,25 +149,34 @@ def _record_row(rec: dict[str, Any], file_no: int, record_no: int, source: str) 
     return row
 
 
-def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str, partition_docs: int,
-                   out_dir: Path) -> dict[str, Any]:
-    """Read one input file into parts `part-FFFF-PPPPPP.parquet`; rejected records go to rejects.jsonl."""
+def body_bytes(row: dict[str, Any]) -> int:
+    """UTF-8 bytes of a document's HTML (or text), what a partition's size counts."""
+    body = row.get("html") or row.get("text")
+    return len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
+
+
+def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
+                   partitioning: tuple[int, int], out_dir: Path) -> dict[str, Any]:
+    """Read one input file, streaming, into parts `part-FFFF-PPPPPP.parquet` of at most (documents, bytes) =
+    `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
+    to rejects.jsonl."""
+    max_docs, max_bytes = partitioning
     t0 = time.perf_counter()
     stats = StageStats()
     stats.bytes_in = os.path.getsize(path) if os.path.isfile(path) else 0
     rows: list[dict[str, Any]] = []
-    part_no = 0
+    part_no, held = 0, 0  # held: body bytes in `rows`
     out_dir = Path(out_dir)
     rejects_path = out_dir / "rejects" / f"file-{file_no:04d}.jsonl"
     rejects_path.parent.mkdir(parents=True, exist_ok=True)
 
     def flush() -> None:
-        nonlocal rows, part_no
+        nonlocal rows, part_no, held
         df = pd.DataFrame(rows)
         body = "html" if "html" in df.columns else "text"
         stats.bytes_out += text_bytes(df[body])
         write_part(df, out_dir / f"part-{file_no:04d}-{part_no:06d}.parquet")
-        rows, part_no = [], part_no + 1
+        rows, part_no, held = [], part_no + 1, 0
 
     with annotate("gpupipe/read"), open(rejects_path, "w", encoding="utf-8") as rej:
         for record_no, rec in enumerate(input_items(path, fmt, text_field)):
@@ -177,9 +186,14 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
                 rej.write(json.dumps({"file": path, "reason": rec.reason, "position": rec.position,
                                       "detail": rec.detail}, ensure_ascii=False) + "\n")
                 continue
-            rows.append(_record_row(rec, file_no, record_no, source))
+            row = _record_row(rec, file_no, record_no, source)
+            size = body_bytes(row)
+            if rows and held + size > max_bytes:
+                flush()
+            rows.append(row)
+            held += size
             stats.docs_out += 1
-            if len(rows) >= partition_docs:
+            if len(rows) >= max_docs:
                 flush()
         if rows or part_no == 0 and stats.docs_out:
             flush()
