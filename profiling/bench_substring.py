@@ -202,7 +202,7 @@ def main() -> int:
                       f"dropped {x.get('docs_dropped')}, cross-group anchors {x.get('cross_group_anchors', 0)}, "
                       f"region bytes {x.get('cross_region_bytes', 0)} "
                       f"({100 * x.get('cross_region_bytes', 0) / n_bytes:.1f}% of text), "
-                      f"peak worker RSS {x.get('peak_rss_mb_max_worker')} MiB, output identical: {same}")
+                      f"peak worker RSS {x.get('peak_rss_mb_worker')} MiB, output identical: {same}")
     return 0
 
 

@@ -60,6 +60,7 @@ def test_sample_shares_are_uniform_and_default_budget_scales_with_vocab():
     u = sample_shares(np.arange(200_000, dtype=np.int64) << 3, seed=5)
     assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
     assert abs((u < 0.1).mean() - 0.1) < 0.005
-    assert sample_bytes(TokenizeConfig(vocab_size=4096)) == 8 << 20
+    assert sample_bytes(TokenizeConfig(vocab_size=4096)) == 4 << 20
+    assert sample_bytes(TokenizeConfig(vocab_size=32768)) == 32 << 20
     assert sample_bytes(TokenizeConfig(vocab_size=300)) == 4 << 20
     assert sample_bytes(TokenizeConfig(vocab_size=300, train_sample_bytes=0)) is None

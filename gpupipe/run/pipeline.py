@@ -18,7 +18,7 @@ from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
 from gpupipe.stages import STAGES, build_stage
-from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task
+from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task, peak_rss_mb
 from gpupipe.stages.pack import SHARDS_DIR
 from gpupipe.stages.read import ReadStage
 
@@ -217,6 +217,7 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(part_paths(folders[j])), resumed=False)
+                d["extra"] = dict(sorted({**d["extra"], "peak_rss_mb_driver": peak_rss_mb()}.items()))
                 run.mark_done(folders[j], d)
                 stage_stats.append(d)
                 log.info("stage %s: %d in, %d out, removed %s, %.2f s", folders[j].name, d["docs_in"],

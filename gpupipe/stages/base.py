@@ -15,6 +15,7 @@ brought to the host once to be written. Both copies are counted in the stage's `
 
 from __future__ import annotations
 
+import resource
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ class StageStats:
     removed: Counter = field(default_factory=Counter)
     bytes_in: int = 0
     bytes_out: int = 0
-    extra: Counter = field(default_factory=Counter)  # stage-specific numeric counters (summed)
+    extra: Counter = field(default_factory=Counter)  # stage-specific numeric counters (summed; peak_* maxed)
 
     def merge(self, other: "StageStats") -> "StageStats":
         self.docs_in += other.docs_in
@@ -63,7 +64,8 @@ class StageStats:
         self.removed.update(other.removed)
         self.bytes_in += other.bytes_in
         self.bytes_out += other.bytes_out
-        self.extra.update(other.extra)
+        for k, v in other.extra.items():  # counters add up; peaks (`peak_*`) take the largest
+            self.extra[k] = max(self.extra.get(k, 0), v) if k.startswith("peak_") else self.extra.get(k, 0) + v
         return self
 
     def to_dict(self, name: str, seconds: float) -> dict[str, Any]:
@@ -83,6 +85,11 @@ class StageStats:
     def from_dict(cls, d: dict[str, Any]) -> "StageStats":
         return cls(d["docs_in"], d["docs_out"], Counter(d["removed"]), d["bytes_in"], d["bytes_out"],
                    Counter(d.get("extra", {})))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, MiB (ru_maxrss is KiB on Linux)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def text_bytes(col) -> int:
@@ -242,6 +249,7 @@ def map_chain_task(specs: list, in_path: Path, out_dirs: list[Path], keep_parts:
                 moved += write_rejects(rejects, Path(out_dir) / "rejects" / name)
             if moved:  # a GPU-native stage's output, brought to the host to be written
                 stats.extra["host_transfer_bytes"] += moved
+        stats.extra["peak_rss_mb_worker"] = peak_rss_mb()
         d = stats.to_dict(stage.name, time.perf_counter() - t0)
         d["columns"] = list(df.columns)
         results.append(d)
@@ -261,4 +269,4 @@ def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
 
 __all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "fusable", "map_chain_task",
            "map_partition_task", "part_paths",
-           "host_series", "text_bytes", "worker_stage", "write_rejects"]
+           "host_series", "peak_rss_mb", "text_bytes", "worker_stage", "write_rejects"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import resource
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -36,7 +35,7 @@ from gpupipe.config import Fraction, KeyProblem, Strict
 from gpupipe.io.parts import read_part, write_part, write_table
 from gpupipe.kernels.minhash import MAX_PERM
 from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.base import StageJob, StageStats, worker_stage
+from gpupipe.stages.base import StageJob, StageStats, peak_rss_mb, worker_stage
 from gpupipe.stages.global_stage import GlobalStage, apply_task
 
 CJK_SCRIPT = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
@@ -435,10 +434,6 @@ def cluster_size_histogram(members: pd.DataFrame) -> dict[str, int]:
 # The stage
 # ---------------------------------------------------------------------------------------------------------------
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
 class FuzzyDedup(GlobalStage):
     name = "fuzzy_dedup"
     Config = FuzzyDedupConfig
@@ -461,15 +456,18 @@ class FuzzyDedup(GlobalStage):
                               np.concatenate([e["v"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)]))
         extra = Counter({"bands": bands, "rows": rows, "candidate_edges": len(edges)})
         if cfg.verify and len(edges):
-            cand = np.union1d(edges["u"], edges["v"])
-            set_files = ex.map(shingles_task, [spec] * n, parts, job.inputs, [work] * n, [cand] * n)
+            # The candidates go to the workers as one file, not inside every task (the task graph stays small).
+            cand_file = work / "candidates.parquet"
+            write_part(pd.DataFrame({"doc_index": np.union1d(edges["u"], edges["v"])}), cand_file)
+            set_files = ex.map(shingles_task, [spec] * n, parts, job.inputs, [work] * n, [cand_file] * n)
             edges = verify_edges(edges, read_shingle_sets([f for f in set_files if f]), cfg.threshold)
             extra["verified_edges"] = len(edges)
         members = connected_components(edges, job.ctx.device)
         if len(members):
             cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
                                                      if c != "length"]]
-            docs = pd.concat([pd.read_parquet(work / "bands" / f"part-{p:06d}.parquet", columns=cols) for p in parts],
+            ids = members["doc_index"].to_numpy(np.int64)  # the driver holds cluster members only, never all docs
+            docs = pd.concat([_rows_of(work / "bands" / f"part-{p:06d}.parquet", cols, ids) for p in parts],
                              ignore_index=True)
             members = choose_keepers(members.merge(docs, on="doc_index"), cfg.priority)
             for part, grp in members[~members["keep"]].groupby("part"):
@@ -486,7 +484,7 @@ class FuzzyDedup(GlobalStage):
         extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()} if len(members)
                      else {})
         total.extra = extra
-        total.extra["peak_rss_mb_max_worker"] = round(max(peaks, default=0.0), 1)
+        total.extra["peak_rss_mb_worker"] = round(max(peaks, default=0.0), 1)
         if len(members):
             self._write_sample(job, members, ex)
         shutil.rmtree(work, ignore_errors=True)
@@ -521,7 +519,7 @@ def sign_task(spec, part: int, in_path: Path, work: Path, bands: int, rows: int)
         for b in range(bands):
             out[f"b{b}"] = bh[:, b]
         write_part(out, Path(work) / "bands" / f"part-{part:06d}.parquet")
-    return _peak_rss_mb()
+    return peak_rss_mb()
 
 
 def route_task(spec, part: int, work: Path, gdir: Path, group: list[int], buckets: int) -> float:
@@ -534,7 +532,7 @@ def route_task(spec, part: int, work: Path, gdir: Path, group: list[int], bucket
     route = (keys["hash"].to_numpy(np.uint64) % np.uint64(buckets)).astype(np.int64)
     for j, grp in keys.groupby(route, sort=True):
         write_part(grp.reset_index(drop=True), Path(gdir) / f"keys-b{j:05d}" / f"part-{part:06d}.parquet")
-    return _peak_rss_mb()
+    return peak_rss_mb()
 
 
 def edges_task(spec, bucket: int, gdir: Path) -> str | None:
@@ -549,10 +547,16 @@ def edges_task(spec, bucket: int, gdir: Path) -> str | None:
     return str(out)
 
 
-def shingles_task(spec, part: int, in_path: Path, work: Path, candidates: np.ndarray) -> str | None:
+def _rows_of(path: Path, columns: list[str], doc_index: np.ndarray) -> pd.DataFrame:
+    """The rows of a part whose doc_index is in `doc_index`, only `columns`."""
+    df = pd.read_parquet(path, columns=columns)
+    return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]
+
+
+def shingles_task(spec, part: int, in_path: Path, work: Path, candidates_file: Path) -> str | None:
     stage = worker_stage(spec)
     df = read_part(in_path)
-    df = df[df["doc_index"].isin(candidates)]
+    df = df[df["doc_index"].isin(read_part(candidates_file)["doc_index"].to_numpy())]
     if df.empty:
         return None
     out = Path(work) / "shingles" / f"part-{part:06d}.parquet"

@@ -59,7 +59,6 @@ is byte-identical to one group's.
 
 from __future__ import annotations
 
-import resource
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -77,7 +76,7 @@ from gpupipe.config import Strict
 from gpupipe.io.parts import read_part, write_part
 from gpupipe.kernels._mersenne import splitmix64
 from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.base import MapStage, StageJob, StageStats, map_partition_task, worker_stage
+from gpupipe.stages.base import MapStage, StageJob, StageStats, map_partition_task, peak_rss_mb, worker_stage
 
 SEP = 0xFF                 # document separator in the joined text: not a UTF-8 byte
 ANCHOR_K_MAX = 64          # winnowing gram length (bytes) for the cross-group pass, at most min_length / 2
@@ -462,10 +461,6 @@ def substring_dedup(texts, cfg: SubstringDedupConfig | None = None) -> tuple[lis
 # The stage
 # ---------------------------------------------------------------------------------------------------------------
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
 def _text_bytes_on_disk(path: Path) -> int:
     """Uncompressed size of the `text` column from Parquet metadata: a cheap estimate for grouping."""
     meta = pq.ParquetFile(path).metadata
@@ -526,7 +521,7 @@ def group_task(spec, g: int, paths: list[Path], parts: list[int], work: Path, bu
             for b, grp in a.groupby((hashes % np.uint64(buckets)).astype(np.int64), sort=True):
                 write_part(grp.reset_index(drop=True), Path(work) / f"anchors-b{b:05d}" / f"g{g:06d}.parquet")
     return {"text_bytes": int(pc.sum(pc.binary_length(t["text"])).as_py() or 0), "anchors": anchors,
-            "peak_rss_mb": _peak_rss_mb()}
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def select_task(spec, b: int, work: Path) -> dict[str, Any]:
@@ -617,7 +612,7 @@ def cross_task(spec, region_dir: Path, work: Path) -> dict[str, float]:
         seg, s, e = duplicate_ranges(t["data"].combine_chunks(), cfg.min_length, cfg.within_document, doc_ids=doc)
         base = t["start"].to_numpy()[seg]
         _write_ranges(work, f"x-{Path(region_dir).name}", doc[seg], t["part"].to_numpy()[seg], base + s, base + e)
-    return {"region_bytes": int(pc.sum(pc.binary_length(t["data"])).as_py() or 0), "peak_rss_mb": _peak_rss_mb()}
+    return {"region_bytes": int(pc.sum(pc.binary_length(t["data"])).as_py() or 0), "peak_rss_mb": peak_rss_mb()}
 
 
 def apply_task(spec, part: int, in_path: Path, out_dir: Path, work: Path) -> dict[str, Any]:
@@ -667,7 +662,7 @@ class SubstringDedup(MapStage):
             total.merge(StageStats.from_dict(r))
         total.extra.update(extra)
         total.extra["docs_dropped"] = total.removed.get(REASON, 0)
-        total.extra["peak_rss_mb_max_worker"] = round(max(peaks, default=0.0), 1)
+        total.extra["peak_rss_mb_worker"] = round(max(peaks, default=0.0), 1)
         shutil.rmtree(work, ignore_errors=True)
         return total
 

@@ -42,8 +42,8 @@ class TokenizeConfig(Strict):
     special_tokens: list[str] = [EOS_TOKEN]
     eos_token: str = EOS_TOKEN
     train_max_docs: int | None = Field(None, ge=1)   # at most this many documents of the sample (input order)
-    # Text bytes to train on (a seeded sample, see the module docstring); None: 2 KiB per vocabulary entry, at least
-    # 4 MiB (8 MiB for 4096 tokens, 64 MiB for 32768). 0 = all the curated text.
+    # Text bytes to train on (a seeded sample, see the module docstring); None: 1 KiB per vocabulary entry, at least
+    # 4 MiB (4 MiB for 4096 tokens, 32 MiB for 32768, 128 MiB for 131072). 0 = all the curated text.
     train_sample_bytes: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
@@ -89,7 +89,7 @@ def sample_bytes(cfg: TokenizeConfig) -> int | None:
     """The training sample's size in bytes, or None for all the text."""
     if cfg.train_sample_bytes == 0:
         return None
-    return cfg.train_sample_bytes or max(4 << 20, 2048 * cfg.vocab_size)
+    return cfg.train_sample_bytes or max(4 << 20, 1024 * cfg.vocab_size)
 
 
 def sample_shares(doc_index: np.ndarray, seed: int) -> np.ndarray:
