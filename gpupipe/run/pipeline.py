@@ -106,7 +106,8 @@ def explain_empty(stages: list[dict[str, Any]], run: RunDir) -> str:
         return "the input holds no records"
     last = next(s for s in stages if s["docs_out"] == 0)
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(last["removed"].items(), key=lambda kv: -kv[1]))
-    msg = f"stage {last['name']} removed all {last['docs_in']} documents it was given ({reasons})"
+    what = "input records" if last["name"] == "read" else "documents"
+    msg = f"stage {last['name']} removed all {last['docs_in']} {what} it was given ({reasons})"
     if last["name"] == "read" and last["removed"]:
         top = max(last["removed"], key=last["removed"].get)
         for f in sorted((run.root / "stages" / "00-read" / "rejects").glob("*.jsonl")):
