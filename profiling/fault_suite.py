@@ -5,9 +5,10 @@ Three tables, and a total line per table:
                and every input record is accounted for (docs in = docs out + removed)
   bad configs  refused before work = exit 2, no traceback, the message names the key (or file), and no stage
                folder was created
-  faults       survived = after the fault (kill -9 after each stage, Ctrl-C, SIGTERM, a second run at once, a stale lock,
-               an interrupted run of a changed config), the directory never looks complete when it is not, and
-               the resumed run ends with shards byte-identical to an undisturbed run
+  faults       survived = after the fault (kill -9 after each stage and inside each phase of the global
+               stages, Ctrl-C, SIGTERM, a second run at once, a stale lock, an interrupted run of a changed
+               config), the directory never looks complete when it is not, and the resumed run ends with shards
+               byte-identical to an undisturbed run
 
 Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150]
 Exit 1 if anything was not handled. Needs nothing outside the project (the crawl is `gpupipe synth`'s).
@@ -227,11 +228,16 @@ def looks_complete(run: Path) -> bool:
 
 def kill_after(cfg: Path, marker: Path, sig: int, timeout: float = 300) -> int | None:
     """Start a run, send `sig` once `marker` exists; the exit code, or None if it finished first."""
+    return kill_when(cfg, marker.exists, sig, timeout)
+
+
+def kill_when(cfg: Path, ready, sig: int = signal.SIGKILL, timeout: float = 300) -> int | None:
+    """Start a run, send `sig` once `ready()` is true; the exit code, or None if it finished first."""
     proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + timeout
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
+    while not ready() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.002)
     if proc.poll() is not None:
         return None
     proc.send_signal(sig)
@@ -261,6 +267,23 @@ def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
             rows.append((f"{label} after stage {name}", partial_ok and same,
                          f"stopped with {code}, resumed: exit {r.returncode}, shards "
                          f"{'identical' if same else 'DIFFER'}"))
+
+    # kill -9 inside the phases of the global stages: once a phase has written its first file.
+    phases = [("exact_dedup", "keys-b*"), ("exact_dedup", "removals-p*"), ("fuzzy_dedup", "bands"),
+              ("fuzzy_dedup", "group-*/keys-b*"), ("fuzzy_dedup", "group-*/edges"), ("fuzzy_dedup", "shingles")]
+    for k, (name, pattern) in enumerate(phases):
+        i = names.index(name)
+        run = work / f"phase-{k}"
+        cfg = write_cfg(work / f"phase-{k}.yaml", input={"path": str(crawl)}, output=str(run), stages=STAGES,
+                        executor={"partition_docs": 20})
+        exchange = run / "stages" / f"{i:02d}-{name}" / "_exchange"
+        code = kill_when(cfg, lambda: any(exchange.glob(pattern)))
+        partial_ok = code is None or not looks_complete(run)
+        r = gpupipe("run", str(cfg))
+        same = r.returncode == 0 and shard_bytes(run) == reference
+        rows.append((f"kill -9 inside {name}, once _exchange/{pattern} exists", partial_ok and same,
+                     f"{'killed' if code is not None else 'FINISHED FIRST (not a kill inside)'}, resumed: exit "
+                     f"{r.returncode}, shards {'identical' if same else 'DIFFER'}"))
 
     # A second run at once on the same directory, then a stale lock left by kill -9.
     run = work / "twice"
