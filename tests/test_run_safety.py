@@ -79,6 +79,19 @@ def test_interrupted_rerun_with_changed_config_leaves_nothing_that_looks_complet
     assert stats["conservation_ok"]
 
 
+def test_shards_of_an_earlier_config_do_not_outlive_a_config_without_pack(tmp_path, synth_crawl):
+    run = tmp_path / "run"
+    full = write_cfg(tmp_path / "a.yaml", input={"path": synth_crawl["warc"]}, output=str(run), device="cpu",
+                     stages=STAGES)
+    assert main(["run", str(full)]) == 0 and (run / "shards" / "manifest.json").is_file()
+    curated = write_cfg(tmp_path / "b.yaml", input={"path": synth_crawl["warc"]}, output=str(run), device="cpu",
+                        stages=STAGES[:4])
+    assert main(["run", str(curated)]) == 0
+    stats = json.loads((run / "stats.json").read_text())
+    assert all(s["resumed"] for s in stats["stages"]) and stats["shards_dir"] is None
+    assert not (run / "shards").exists(), "shards of the earlier config would pass gpupipe verify"
+
+
 def test_tokenizer_replaced_in_place_with_same_size_and_mtime_is_not_reused(tmp_path, synth_crawl, tokenizer_file):
     tok = tmp_path / "tokenizer.json"
     tok.write_bytes(tokenizer_file.read_bytes())

@@ -181,6 +181,8 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
     # whole chain runs again (resume is per chain).
     while first_rerun and run.completed(folders[first_rerun - 1], keys[first_rerun - 1]).get("parts_kept") is False:
         first_rerun -= 1
+    if first_rerun is None and stages[-1].name != "pack" and (run.root / SHARDS_DIR).exists():
+        first_rerun = len(stages)  # nothing to redo, but shards of an earlier config that packed must go
     if first_rerun is not None:
         run.invalidate_from(folders, first_rerun)
     if device == "gpu":
