@@ -9,8 +9,8 @@
     RUN/file_hashes.json       content hashes of the files the config references, cached by file identity
 
 A stage is skipped on a re-run when its stats.json exists and carries the same key: a hash of the input
-fingerprint, the partitioning (documents and bytes), the configs of this stage and all before it, and the content of every file those
-configs reference (models, tokenizer, index).
+fingerprint, the partitioning (documents and bytes), the configs of this stage and all before it, and the content
+of every file those configs reference (models, tokenizer, index).
 """
 
 from __future__ import annotations
