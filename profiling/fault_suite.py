@@ -226,11 +226,6 @@ def looks_complete(run: Path) -> bool:
     return (run / "stats.json").exists() or (run / "shards" / "manifest.json").exists()
 
 
-def kill_after(cfg: Path, marker: Path, sig: int, timeout: float = 300) -> int | None:
-    """Start a run, send `sig` once `marker` exists; the exit code, or None if it finished first."""
-    return kill_when(cfg, marker.exists, sig, timeout)
-
-
 def kill_when(cfg: Path, ready, sig: int = signal.SIGKILL, timeout: float = 300) -> int | None:
     """Start a run, send `sig` once `ready()` is true; the exit code, or None if it finished first."""
     proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
@@ -245,6 +240,20 @@ def kill_when(cfg: Path, ready, sig: int = signal.SIGKILL, timeout: float = 300)
     return proc.returncode
 
 
+def stop_and_resume(work: Path, tag: str, crawl: Path, reference: dict[str, bytes], ready, sig: int
+                    ) -> tuple[bool, int | None, str]:
+    """Run the pipeline into work/tag, send `sig` once `ready()`, then run it again: whether the stopped directory
+    did not look complete and the resumed one ends with the reference shards; the stop's exit code; what resumed."""
+    run = work / tag
+    cfg = write_cfg(work / f"{tag}.yaml", input={"path": str(crawl)}, output=str(run), stages=STAGES,
+                    executor={"partition_docs": 20})
+    code = kill_when(cfg, ready, sig)
+    partial_ok = code is None or not looks_complete(run)
+    r = gpupipe("run", str(cfg))
+    same = r.returncode == 0 and shard_bytes(run) == reference
+    return partial_ok and same, code, f"exit {r.returncode}, shards {'identical' if same else 'DIFFER'}"
+
+
 def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
     rows = []
     ref_run = work / "ref"
@@ -257,33 +266,20 @@ def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
         for sig, label in ((signal.SIGKILL, "kill -9"), (signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
             if (sig == signal.SIGINT and i % 3 != 0) or (sig == signal.SIGTERM and i % 3 != 1):
                 continue  # Ctrl-C and SIGTERM each at every third stage is enough
-            run = work / f"fault-{i}-{sig}"
-            cfg = write_cfg(work / f"fault-{i}-{sig}.yaml", input={"path": str(crawl)}, output=str(run),
-                            stages=STAGES, executor={"partition_docs": 20})
-            code = kill_after(cfg, run / "stages" / f"{i:02d}-{name}" / "stats.json", sig)
-            partial_ok = code is None or not looks_complete(run)
-            r = gpupipe("run", str(cfg))
-            same = r.returncode == 0 and shard_bytes(run) == reference
-            rows.append((f"{label} after stage {name}", partial_ok and same,
-                         f"stopped with {code}, resumed: exit {r.returncode}, shards "
-                         f"{'identical' if same else 'DIFFER'}"))
+            marker = work / f"fault-{i}-{sig}" / "stages" / f"{i:02d}-{name}" / "stats.json"
+            ok, code, resumed = stop_and_resume(work, f"fault-{i}-{sig}", crawl, reference, marker.exists, sig)
+            rows.append((f"{label} after stage {name}", ok, f"stopped with {code}, resumed: {resumed}"))
 
     # kill -9 inside the phases of the global stages: once a phase has written its first file.
     phases = [("exact_dedup", "keys-b*"), ("exact_dedup", "removals-p*"), ("fuzzy_dedup", "bands"),
               ("fuzzy_dedup", "group-*/keys-b*"), ("fuzzy_dedup", "group-*/edges"), ("fuzzy_dedup", "shingles")]
     for k, (name, pattern) in enumerate(phases):
         i = names.index(name)
-        run = work / f"phase-{k}"
-        cfg = write_cfg(work / f"phase-{k}.yaml", input={"path": str(crawl)}, output=str(run), stages=STAGES,
-                        executor={"partition_docs": 20})
-        exchange = run / "stages" / f"{i:02d}-{name}" / "_exchange"
-        code = kill_when(cfg, lambda: any(exchange.glob(pattern)))
-        partial_ok = code is None or not looks_complete(run)
-        r = gpupipe("run", str(cfg))
-        same = r.returncode == 0 and shard_bytes(run) == reference
-        rows.append((f"kill -9 inside {name}, once _exchange/{pattern} exists", partial_ok and same,
-                     f"{'killed' if code is not None else 'FINISHED FIRST (not a kill inside)'}, resumed: exit "
-                     f"{r.returncode}, shards {'identical' if same else 'DIFFER'}"))
+        exchange = work / f"phase-{k}" / "stages" / f"{i:02d}-{name}" / "_exchange"
+        ok, code, resumed = stop_and_resume(work, f"phase-{k}", crawl, reference,
+                                            lambda: any(exchange.glob(pattern)), signal.SIGKILL)
+        rows.append((f"kill -9 inside {name}, once _exchange/{pattern} exists", ok,
+                     f"{'killed' if code is not None else 'FINISHED FIRST (not a kill inside)'}, resumed: {resumed}"))
 
     # A second run at once on the same directory, then a stale lock left by kill -9.
     run = work / "twice"
