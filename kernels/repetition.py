@@ -40,7 +40,11 @@ that can repeat (see _top_ngrams and _dup_ngrams). Parts of the pass that no ena
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import sys
 import unicodedata
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -116,7 +120,36 @@ def _common_han() -> list[int]:
 
 @functools.lru_cache(maxsize=1)
 def char_table() -> np.ndarray:
-    """The class bits of every code point (0x110000 uint32, ~4 MB); built once per process in about a second."""
+    """The class bits of every code point (0x110000 uint32, ~4 MB).
+
+    Building it takes about a second (a Python loop over every code point), so it is built once per install and
+    kept beside numba's cache, named by what it depends on: this file's source, Python's version and its Unicode
+    database version. A missing, unreadable or unwritable cache only means building it again."""
+    key = hashlib.sha256(Path(__file__).read_bytes() + f"{sys.version_info[:2]} {unicodedata.unidata_version}"
+                         .encode()).hexdigest()[:16]
+    path = Path(numba.config.CACHE_DIR or Path(__file__).parent / "__pycache__") / f"char_table-{key}.npy"
+    try:
+        t = np.load(path)
+        if t.shape == (0x110000,) and t.dtype == np.uint32:
+            return t
+    except (OSError, ValueError):
+        pass
+    t = _build_char_table()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, t)
+        os.replace(tmp, path)
+        for old in path.parent.glob("char_table-*.npy"):  # tables of earlier sources
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return t
+
+
+def _build_char_table() -> np.ndarray:
     n = 0x110000
     t = np.zeros(n, dtype=np.uint32)
     chars = [chr(i) for i in range(n)]

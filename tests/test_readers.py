@@ -369,6 +369,30 @@ def test_jsonl_text_field(tmp_path):
     assert items[0]["text"] == "hello" and "content" not in items[0]
 
 
+def test_jsonl_records_read_as_the_json_module_reads_them(tmp_path):
+    """orjson reads most lines; what it reads differently from json or refuses (integers beyond 64 bits, NaN,
+    Infinity, lone surrogates, duplicate keys, deep nesting) must come out as json gives it (or be rejected)."""
+    lines = ['{"text": "big", "n": 123456789012345678901234567890, "m": -9223372036854775809}',
+             '{"text": "u64", "n": 18446744073709551615, "f": 1e400, "g": -0.0, "h": 5e-324}',
+             '{"text": "nan", "x": NaN, "y": -Infinity}',
+             '{"text": "dup", "k": 1, "k": 2}',
+             '{"text": "esc \\u00e9 \\ud83d\\ude00 \\u0000 end"}',
+             '{"text": "bad \\ud800 surrogate"}',
+             '{"text": "deep", "d": ' + "[" * 3000 + "]" * 3000 + "}",
+             '{"text": "ok", "nested": {"a": [1, 2.5, null, true]}}']
+    path = tmp_path / "j.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    items = read(path)
+    assert outcome(items) == ["doc", "doc", "doc", "doc", "doc", "decode_error", "unreadable_record", "doc"]
+    big, u64, nan, dup, esc, _, _, nested = items
+    assert big["n"] == 123456789012345678901234567890 and type(big["n"]) is int and big["m"] == -2**63 - 1
+    assert u64["n"] == 2**64 - 1 and u64["f"] == float("inf") and str(u64["g"]) == "-0.0" and u64["h"] == 5e-324
+    assert str(nan["x"]) == "nan" and nan["y"] == float("-inf")
+    assert dup["k"] == 2
+    assert esc["text"] == "esc \u00e9 \U0001f600 \x00 end"
+    assert nested["nested"] == json.dumps(json.loads(lines[-1])["nested"], ensure_ascii=False)
+
+
 def numbered_lines(first: int, n: int) -> list[str]:
     import random
     rng = random.Random(first)  # poorly compressible text: the data spans many deflate/zstd blocks

@@ -11,6 +11,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpupipe.cli import main
@@ -220,8 +221,8 @@ def test_screenshot_renders(run, tmp_path):
     png = tmp_path / "report.png"
     r = chromium("--window-size=1280,2400", f"--screenshot={png}", run["report"].resolve().as_uri())
     assert r.returncode == 0 and png.is_file(), r.stderr[-2000:]
-    from PIL import Image
-
+    Image = pytest.importorskip("PIL.Image", reason="Pillow not installed (it came with matplotlib, which the "
+                                                    "report no longer needs)")
     img = Image.open(png).convert("RGB").resize((320, 600))
     colors = img.getcolors(maxcolors=1 << 16) or []
     drawn = sum(n for n, c in colors if sum(c) < 600)       # not white / light grey background
@@ -247,6 +248,33 @@ def test_report_is_self_contained(run):
             assert not name.startswith("xmlns"), "namespace URLs left in an inline SVG"
     css = "".join(n.text() for n in dom.find_all("style"))
     assert "@import" not in css and "url(" not in css
+
+
+def test_every_chart_is_a_well_formed_scalable_svg(run):
+    """Each chart's <svg> parses as XML on its own, has a viewBox, no ids (several share the page) and no
+    namespace URL; every id in the page is unique; the funnel's bars are as long as the stats say."""
+    import xml.etree.ElementTree as ET
+
+    from gpupipe.report.charts import KEPT
+
+    page = run["report"].read_text(encoding="utf-8")
+    figures = re.findall(r'<figure id="chart-([^"]+)"[^>]*>(<svg.*?</svg>)<figcaption>', page, re.DOTALL)
+    assert len(figures) == page.count("<svg") == page.count("</svg>") >= 9
+    roots = {}
+    for chart, svg in figures:
+        root = ET.fromstring(svg)
+        assert root.tag == "svg" and re.fullmatch(r"0 0 [\d.]+ [\d.]+", root.get("viewBox")), chart
+        assert not any(el.get("id") for el in root.iter()) and "xmlns" not in svg, chart
+        assert root.find("path") is not None or root.find(".//path") is not None, chart
+        roots[chart] = root
+    ids = [n.attrs["id"] for n in parse(page).iter() if n.attrs.get("id")]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+    kept = [s["docs_out"] for s in run["stats"]["stages"]]
+    bars = [p for p in roots["funnel-docs"].iter("path") if p.get("fill") == KEPT and p.find("title") is not None]
+    widths = [float(re.search(r"h([\d.]+)", p.get("d")).group(1)) for p in bars]
+    assert len(widths) == sum(k > 0 for k in kept)
+    assert np.allclose(np.array(widths) / max(widths), np.array([k for k in kept if k]) / max(kept), atol=0.005)
 
 
 def test_report_cli_and_sections_of_a_short_run(tmp_path, synth_crawl, capsys):

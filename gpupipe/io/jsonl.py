@@ -13,6 +13,8 @@ import re
 import zlib
 from typing import Iterator
 
+import orjson
+
 from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
                       text_document)
 
@@ -25,6 +27,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 # A \uD800-\uDFFF escape: json.loads accepts lone surrogates, but they cannot be written
 # back as UTF-8, so such lines are checked (cheap pre-filter: rarely present).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def iter_jsonl(path, text_field: str = "text") -> Iterator[Item]:
@@ -123,17 +126,26 @@ def _items(f, chunks, path: str, text_field: str) -> Iterator[Item]:
 def _item(line: bytes, lineno: int, path: str, name: str, ids: IdAllocator, text_field: str) -> Item:
     where = f"{path}:{lineno}"
     try:
-        s = line.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return Rejected("decode_error", f"{where}: invalid UTF-8 at byte {e.start} of the line", lineno)
-    try:
-        record = json.loads(s)
-    except (ValueError, RecursionError) as e:
-        return Rejected("unreadable_record", f"{where}: invalid JSON: {str(e)[:200]}", lineno)
+        # orjson is stricter than json (invalid UTF-8, lone surrogates, NaN and Infinity, deep nesting all raise),
+        # so what it accepts json reads the same way, but for integers beyond 64 bits, which it turns into floats:
+        # a line with 19 digits in a row takes the standard path, as does whatever orjson refuses (that path says
+        # what is wrong, or accepts what json accepts).
+        if _LONG_DIGITS.search(line):
+            raise orjson.JSONDecodeError("long integer", "", 0)
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            s = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Rejected("decode_error", f"{where}: invalid UTF-8 at byte {e.start} of the line", lineno)
+        try:
+            record = json.loads(s)
+        except (ValueError, RecursionError) as e:
+            return Rejected("unreadable_record", f"{where}: invalid JSON: {str(e)[:200]}", lineno)
+        if _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(record):
+            return Rejected("decode_error", f"{where}: \\u escape of a lone UTF-16 surrogate", lineno)
     if not isinstance(record, dict):
         return Rejected("unreadable_record", f"{where}: JSON {type(record).__name__}, not an object", lineno)
-    if _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(record):
-        return Rejected("decode_error", f"{where}: \\u escape of a lone UTF-16 surrogate", lineno)
     text = record.get(text_field)
     if not isinstance(text, str) or not text.strip():
         return Rejected("missing_text", f"{where}: {missing_text_detail(text, text_field, record)}", lineno)

@@ -5,7 +5,8 @@
     gpupipe audit RUN_DIR ...    record a reviewer's pass/fail per sample, gate on the pass rate (audit.py)
     schema.validate_stats(d)     RUN/stats.json against its documented schema (docs/stats_schema.md)
 
-matplotlib is imported only when a report is written, so `gpupipe` itself starts fast.
+What the report needs (pyarrow, numpy, its SVG charts in charts.py) is imported only when a report is written,
+so `gpupipe` itself starts fast.
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ import re
 import unicodedata
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpupipe.columns import map_slices, text_array, text_series
 from gpupipe.config import Strict
 from gpupipe.stages.base import MapStage
 
@@ -117,9 +119,11 @@ class Normalize(MapStage):
                                   "(pip install 'ftfy>=6.1')") from e
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
-        arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
-        out = normalize_array(arr, self.config.form, self.config.keep_paragraphs, self.config.fix_mojibake)
-        return df.assign(text=pd.Series(out.to_pylist(), index=df.index, dtype=df["text"].dtype))
+        cfg = self.config
+        out = map_slices(lambda a: normalize_array(a, cfg.form, cfg.keep_paragraphs, cfg.fix_mojibake),
+                         text_array(df["text"]))
+        return df.assign(text=text_series(out, df["text"]))
 
     def reasons(self, df: pd.DataFrame) -> pd.Series:
-        return pd.Series(["empty_text" if not t else None for t in df["text"]], index=df.index, dtype=object)
+        empty = pc.equal(pc.binary_length(text_array(df["text"])), 0).to_numpy(zero_copy_only=False)
+        return pd.Series(np.where(empty, "empty_text", None), index=df.index, dtype=object)
