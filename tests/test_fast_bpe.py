@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
-from gpupipe.tokens import fast_bpe
+from gpupipe.tokens import fast_bpe, fastokens_bpe
 from gpupipe.tokens.tokenizer import EOS_TOKEN, encode_batch, encode_batch_flat, encoder_info, train_byte_level_bpe
 
 pytest.importorskip("tiktoken")
@@ -75,6 +75,13 @@ def byte_level(vocab_extra: list[str], merges: list[tuple[str, str]], **bpe) -> 
     tok = Tokenizer(models.BPE(vocab, merges, **bpe))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     return tok
+
+
+@pytest.fixture(autouse=True)
+def tiktoken_path(monkeypatch):
+    """These tests are about the tiktoken path: fastokens, tried first when installed, is off here (it has its
+    own tests in test_tokens_encoders.py)."""
+    monkeypatch.setattr(fastokens_bpe, "fastokens_encoder", lambda tok: (None, "off in test_fast_bpe"))
 
 
 @pytest.fixture(scope="module")

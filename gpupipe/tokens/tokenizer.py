@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 from collections.abc import Iterable, Sequence
 
@@ -15,7 +16,11 @@ import numpy as np
 from gpupipe.io.parts import atomic_output
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from . import fastokens_bpe
 from .fast_bpe import fast_encoder
+from .fast_train import NotUsed, train_gigatoken
+
+log = logging.getLogger("gpupipe")
 
 EOS_TOKEN = "<|endoftext|>"
 TOKENIZER_FILE = "tokenizer.json"
@@ -34,12 +39,29 @@ def train_byte_level_bpe(
     given up front the base ids do not depend on the order in which characters are seen, so
     the same texts in the same order give a byte-identical tokenizer.json (tested across
     processes, whose Rust hash maps are seeded differently).
+
+    gigatoken's trainer runs when it is installed (about 3x faster), unless its result could differ from HF
+    BpeTrainer's (gpupipe.tokens.fast_train: what is checked after each training), else BpeTrainer; the
+    tokenizer.json is byte-identical either way on every corpus compared. `trainer_info` says which ran last.
     """
     special_tokens = list(special_tokens)
     floor = BYTE_ALPHABET_SIZE + len(special_tokens)
     if vocab_size < floor:
         # the trainer would silently return a larger vocab than asked for
         raise ValueError(f"vocab_size {vocab_size} < {floor} (256 byte tokens + {len(special_tokens)} special)")
+    texts = texts if isinstance(texts, list) else list(texts)
+    try:
+        tok = train_gigatoken(texts, vocab_size, special_tokens, min_frequency)
+        _LAST_TRAINER.update(trainer="gigatoken", reason=None)
+        return tok
+    except NotUsed as exc:
+        _LAST_TRAINER.update(trainer="tokenizers", reason=str(exc))
+        log.info("train_byte_level_bpe: HF BpeTrainer (%s)", exc)
+    return _train_hf(texts, vocab_size, special_tokens, min_frequency)
+
+
+def _train_hf(texts: Iterable[str], vocab_size: int, special_tokens: list[str], min_frequency: int) -> Tokenizer:
+    """HF tokenizers' BpeTrainer, byte-level."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -52,6 +74,15 @@ def train_byte_level_bpe(
     )
     tok.train_from_iterator(texts, trainer)
     return tok
+
+
+_LAST_TRAINER: dict = {"trainer": None, "reason": None}
+
+
+def trainer_info() -> dict:
+    """Which trainer the last train_byte_level_bpe call in this process used: {"trainer": "gigatoken"} or
+    {"trainer": "tokenizers", "reason": why not gigatoken}."""
+    return {k: v for k, v in _LAST_TRAINER.items() if v is not None or k == "trainer"}
 
 
 def _tokenizer_path(path) -> str:
@@ -93,9 +124,10 @@ def encode_batch(tok: Tokenizer, texts: Sequence[str], *, fast: bool = True) -> 
     is encoded as ordinary bytes: otherwise it would become a real EOS in the middle of a
     document and break the one-EOS-per-document invariant of the packed stream.
 
-    `fast` (the default) uses the exact tiktoken path of gpupipe.tokens.fast_bpe when the tokenizer qualifies
-    (the same ids as HF tokenizers, see there; the arrays are then views of one buffer), else HF tokenizers'
-    Rust batch encoder; `encoder_info` says which and why.
+    `fast` (the default) uses the fastest exact encoder that qualifies for the tokenizer (the same ids as HF
+    tokenizers; the arrays are then views of one buffer): fastokens (gpupipe.tokens.fastokens_bpe), else the
+    tiktoken path (gpupipe.tokens.fast_bpe), else HF tokenizers' Rust batch encoder; `encoder_info` says which
+    and why.
     """
     texts = list(texts)
     flat = _encode_fast(tok, texts) if fast else None
@@ -119,8 +151,19 @@ def encode_batch_flat(tok: Tokenizer, texts: Sequence[str], *, fast: bool = True
     return ids, offsets
 
 
+def _fast(tok: Tokenizer):
+    """(the fastest exact encoder or None, encoder_info's dict)."""
+    fo, _ = fastokens_bpe.fastokens_encoder(tok)  # why not: logged once per tokenizer
+    if fo is not None:
+        return fo, {"encoder": "fastokens"}
+    fast, why = fast_encoder(tok)
+    if fast is not None:
+        return fast, {"encoder": "tiktoken"}
+    return None, {"encoder": "tokenizers", "reason": why}
+
+
 def _encode_fast(tok: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
-    fast, _ = fast_encoder(tok)
+    fast, _ = _fast(tok)
     if fast is None:
         return None
     try:
@@ -130,9 +173,9 @@ def _encode_fast(tok: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarr
 
 
 def encoder_info(tok: Tokenizer) -> dict:
-    """Which encoder encode_batch uses for `tok`: {"encoder": "tiktoken"} or {"encoder": "tokenizers", "reason"}."""
-    fast, why = fast_encoder(tok)
-    return {"encoder": "tiktoken"} if fast is not None else {"encoder": "tokenizers", "reason": why}
+    """Which encoder encode_batch uses for `tok`: {"encoder": "fastokens"}, {"encoder": "tiktoken"} (why not
+    fastokens: `fastokens_bpe.fastokens_encoder(tok)[1]`, also logged) or {"encoder": "tokenizers", "reason"}."""
+    return _fast(tok)[1]
 
 
 def _hf_encode_batch(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
