@@ -13,6 +13,8 @@ $(VENV)/.installed: pyproject.toml
 	# CPU build of torch first (on disk here); a bare `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	# numba compiles each kernel on first use (10-30 s a stage): once here, not inside a user's first run
+	$(GPUPIPE) warmup
 	touch $@
 
 install: $(VENV)/.installed

@@ -50,3 +50,35 @@ def drop_stale_cache(roots: list[Path] | None = None) -> bool:
         return True
     except OSError:
         return False
+
+
+
+
+_COMPILED = {"seconds": 0.0, "depth": 0, "t0": 0.0, "listening": False}
+
+
+def compile_seconds() -> float:
+    """Seconds numba has spent compiling (not loading from its cache) in this process since the first call.
+
+    numba broadcasts a "numba:compile" event around each compilation it cannot load from its cache; a kernel's
+    callees compile inside it, so only the outermost event of a nest is timed. Compilation holds numba's global
+    compiler lock, so the events of two threads never interleave. Take the difference of two calls."""
+    if not _COMPILED["listening"]:
+        import time
+
+        from numba.core import event
+
+        class Listener(event.Listener):
+            def on_start(self, ev) -> None:
+                if _COMPILED["depth"] == 0:
+                    _COMPILED["t0"] = time.perf_counter()
+                _COMPILED["depth"] += 1
+
+            def on_end(self, ev) -> None:
+                _COMPILED["depth"] -= 1
+                if _COMPILED["depth"] == 0:
+                    _COMPILED["seconds"] += time.perf_counter() - _COMPILED["t0"]
+
+        event.register("numba:compile", Listener())
+        _COMPILED["listening"] = True
+    return _COMPILED["seconds"]

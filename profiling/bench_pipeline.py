@@ -3,6 +3,7 @@ on the same cores, plus a gpupipe scale series (time per MB at 1×, 4×, 16× th
 
 Usage:  python profiling/bench_pipeline.py CORPUS.jsonl[.gz] [--scale 1,4,16] [--peer-scales 1] [--dask-scales 1]
                                             [--work DIR] [--shards 2] [--peer-python PYTHON] [--sample K] [--no-save]
+                                            [--small-partitions 32MiB]
 CORPUS lines are {"id", "lang", "text"[, "source"]}. Every size is written to --work (default: a folder under the
 system temp dir; kept and reused by later runs) as --shards interleaved .jsonl.gz files (gzip level 6); both
 tools read those same files. --sample K keeps every K-th document first (a quick check; results are not saved).
@@ -580,6 +581,13 @@ def report(args, meta1: dict, runs: dict, peer: dict, scale_rows: list, warm: di
                      f"{rem.get('exact_duplicate', 0):>9,} {rem.get('near_duplicate', 0):>9,} {m['others']:>6.2f} "
                      f"{m.get('stamp', '')[:7]:>7}  "
                      + gp_note(m))
+            if r.get("small"):
+                sm = r["small"]
+                L.append(f"  {'':>5} {'partition_bytes ' + args.small_partitions:>27} {sm['wall']:>8.1f} "
+                         f"{sm['wall'] / (meta['text_bytes'] / 1e6):>7.3f} {'':>6} "
+                         f"{meta['text_bytes'] / 1e6 / sm['wall']:>6.2f} {mb(sm['rss_tree']):>9} "
+                         f"{mb(sm['rss_largest']):>9} {sm['docs_out']:>9,}  (same documents out: "
+                         f"{'yes' if sm['docs_out'] == m['docs_out'] else 'NO'})")
             if r.get("dt"):
                 d = r["dt"]
                 dspm = d["wall"] / (meta["text_bytes"] / 1e6)
@@ -590,11 +598,14 @@ def report(args, meta1: dict, runs: dict, peer: dict, scale_rows: list, warm: di
             f"{r['scale']}×: " + ", ".join(f"{s['name']} {s['seconds']:.1f}" for s in r["gp"]["stages"])
             for r in scale_rows))
         for r in scale_rows:
-            peaks = [(st["name"], st.get("peak_driver"), st.get("peak_worker")) for st in r["gp"]["stages"]]
-            if any(d or w for _, d, w in peaks):
-                L.append(f"  gpupipe's own peak RSS after each stage at {r['scale']}× (stats.json peak_rss_mb_driver"
-                         " / _worker, MB): " + ", ".join(
-                             f"{n} {d or 0:,.0f}" + (f"/{w:,.0f}" if w else "") for n, d, w in peaks))
+            for key, what in (("gp", ""), ("small", f", --partition-bytes {args.small_partitions}")):
+                if not r.get(key):
+                    continue
+                peaks = [(st["name"], st.get("peak_driver"), st.get("peak_worker")) for st in r[key]["stages"]]
+                if any(d or w for _, d, w in peaks):
+                    L.append(f"  gpupipe's own peak RSS after each stage at {r['scale']}×{what} (stats.json "
+                             "peak_rss_mb_driver / _worker, MB): " + ", ".join(
+                                 f"{n} {d or 0:,.0f}" + (f"/{w:,.0f}" if w else "") for n, d, w in peaks))
         stamps = {r["gp"].get("stamp") for r in scale_rows}
         if len(stamps) > 1:
             L.append(f"  NOTE: gpupipe's sources changed during the series ({len(stamps)} states, column `sources`): "
@@ -632,6 +643,9 @@ def main() -> int:
     ap.add_argument("--idle-cores", type=float, default=0.3,
                     help="quiet: other processes use less than this many cores (over 3 s)")
     ap.add_argument("--retries", type=int, default=1, help="reruns of a gpupipe row whose sources changed meanwhile")
+    ap.add_argument("--small-partitions", default="32MiB",
+                    help="the largest size runs once more with this --partition-bytes: peak RSS follows the "
+                         "partition, not the corpus ('' to skip)")
     args = ap.parse_args()
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]
     scales, peer_scales, dask_scales = ints(args.scale), ints(args.peer_scales), ints(args.dask_scales)
@@ -717,6 +731,15 @@ def main() -> int:
                 runs["dask"] = dg
             if not args.keep_runs:
                 shutil.rmtree(dout, ignore_errors=True)
+        if args.small_partitions and s == scales[-1] and len(scales) > 1:
+            sout = work / f"run-{s}x-small"
+            sm = timed_gpupipe(s, meta["files"], sout, f"gpupipe-{s}x-small",
+                               ["--partition-bytes", args.small_partitions])
+            print(f"gpupipe {s}× with --partition-bytes {args.small_partitions}: {sm['wall']:.1f} s wall, "
+                  f"largest process {mb(sm['rss_largest'])}", flush=True)
+            row["small"] = sm
+            if not args.keep_runs:
+                shutil.rmtree(sout, ignore_errors=True)
         if s in peer_scales:
             if not gp["tokenizer"]:
                 raise RuntimeError(f"no tokenizer.json under {out}/stages")

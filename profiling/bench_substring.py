@@ -1,4 +1,4 @@
-"""Benchmark exact-substring dedup (gpupipe/stages/dedup_substring.py) on real text.
+"""Benchmark exact-substring dedup (gpupipe/stages/substring/) on real text.
 
 1. In memory, one group: MB/s of each step (join, suffix array, LCP, marking, ranges, final cuts, cutting) and of
    the whole, peak RSS added over the loaded corpus (bytes per text byte, against the ~10n bound), bytes removed.
@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpupipe.stages import dedup_substring as ds
+from gpupipe.stages import substring as ds
+from gpupipe.stages.substring import kernels as sk
+from gpupipe.stages.substring.text import buffers
 
 
 def load_texts(path: str, docs: int | None) -> list[str]:
@@ -67,18 +69,18 @@ def timed(steps: dict, name: str, fn, *args):
 def stage_logic(arr: pa.Array, L: int) -> tuple[dict, int, int]:
     """duplicate_ranges + final_cuts + apply_cuts, step by step (the same calls, timed one by one)."""
     steps: dict[str, float] = {}
-    data, offsets = ds._buffers(arr)
-    joined, seg_starts = timed(steps, "join", ds._join, data, offsets)
+    data, offsets = buffers(arr)
+    joined, seg_starts = timed(steps, "join", sk._join, data, offsets)
     sa = timed(steps, "suffix array", ds.suffix_array, joined)
-    plcp = timed(steps, "lcp (kasai)", ds._permuted_lcp, joined, sa)
-    mark = timed(steps, "mark repeats", ds._mark_duplicates, sa, plcp, seg_starts, seg_starts[:-1], seg_starts[1:],
+    plcp = timed(steps, "lcp (kasai)", sk._permuted_lcp, joined, sa)
+    mark = timed(steps, "mark repeats", sk._mark_duplicates, sa, plcp, seg_starts, seg_starts[:-1], seg_starts[1:],
                  L, False)
     del sa, plcp
     t0 = time.perf_counter()
     empty = np.empty(0, np.int64)
-    k = ds._cover(mark, L, False, empty, empty)
+    k = sk._cover(mark, L, False, empty, empty)
     s, e = np.empty(k, np.int64), np.empty(k, np.int64)
-    ds._cover(mark, L, True, s, e)
+    sk._cover(mark, L, True, s, e)
     seg = np.searchsorted(seg_starts, s, side="right") - 1
     steps["ranges"] = time.perf_counter() - t0
     rows, cs, ce = timed(steps, "final cuts", ds.final_cuts, arr, seg, s - seg_starts[seg], e - seg_starts[seg])

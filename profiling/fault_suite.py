@@ -10,7 +10,7 @@ Three tables, and a total line per table:
                config), the directory never looks complete when it is not, and the resumed run ends with shards
                byte-identical to an undisturbed run
 
-Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150]
+Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150] [--only phases]
 Exit 1 if anything was not handled. Needs nothing outside the project (the crawl is `gpupipe synth`'s).
 """
 
@@ -254,7 +254,7 @@ def stop_and_resume(work: Path, tag: str, crawl: Path, reference: dict[str, byte
     return partial_ok and same, code, f"exit {r.returncode}, shards {'identical' if same else 'DIFFER'}"
 
 
-def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
+def run_faults(work: Path, crawl: Path, only: str | None = None) -> list[tuple[str, bool, str]]:
     rows = []
     ref_run = work / "ref"
     ref_cfg = write_cfg(work / "ref.yaml", input={"path": str(crawl)}, output=str(ref_run), stages=STAGES,
@@ -262,7 +262,7 @@ def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
     assert gpupipe("run", str(ref_cfg)).returncode == 0, "the undisturbed reference run failed"
     reference = shard_bytes(ref_run)
     names = ["read"] + [next(iter(s)) for s in STAGES]
-    for i, name in enumerate(names[:-1]):
+    for i, name in enumerate(names[:-1] if only != "phases" else []):
         for sig, label in ((signal.SIGKILL, "kill -9"), (signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
             if (sig == signal.SIGINT and i % 3 != 0) or (sig == signal.SIGTERM and i % 3 != 1):
                 continue  # Ctrl-C and SIGTERM each at every third stage is enough
@@ -270,16 +270,9 @@ def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
             ok, code, resumed = stop_and_resume(work, f"fault-{i}-{sig}", crawl, reference, marker.exists, sig)
             rows.append((f"{label} after stage {name}", ok, f"stopped with {code}, resumed: {resumed}"))
 
-    # kill -9 inside the phases of the global stages: once a phase has written its first file.
-    phases = [("exact_dedup", "keys-b*"), ("exact_dedup", "removals-p*"), ("fuzzy_dedup", "bands"),
-              ("fuzzy_dedup", "group-*/keys-b*"), ("fuzzy_dedup", "group-*/edges"), ("fuzzy_dedup", "shingles")]
-    for k, (name, pattern) in enumerate(phases):
-        i = names.index(name)
-        exchange = work / f"phase-{k}" / "stages" / f"{i:02d}-{name}" / "_exchange"
-        ok, code, resumed = stop_and_resume(work, f"phase-{k}", crawl, reference,
-                                            lambda: any(exchange.glob(pattern)), signal.SIGKILL)
-        rows.append((f"kill -9 inside {name}, once _exchange/{pattern} exists", ok,
-                     f"{'killed' if code is not None else 'FINISHED FIRST (not a kill inside)'}, resumed: {resumed}"))
+    rows += run_phase_faults(work, crawl, reference)
+    if only == "phases":
+        return rows
 
     # A second run at once on the same directory, then a stale lock left by kill -9.
     run = work / "twice"
@@ -322,6 +315,24 @@ def run_faults(work: Path, crawl: Path) -> list[tuple[str, bool, str]]:
     return rows
 
 
+def run_phase_faults(work: Path, crawl: Path, reference: dict[str, bytes]) -> list[tuple[str, bool, str]]:
+    """kill -9 inside each phase of the global stages, once the phase has written its first exchange file
+    (`stages/exchange.py` names the folders: one per exchange, one file per producer or key)."""
+    rows = []
+    names = ["read"] + [next(iter(s)) for s in STAGES]
+    phases = [("exact_dedup", "keys/*"), ("exact_dedup", "removals/*"), ("fuzzy_dedup", "bands/*"),
+              ("fuzzy_dedup", "keys-g*/*"), ("fuzzy_dedup", "edges-g*/*"), ("fuzzy_dedup", "shingles/*"),
+              ("fuzzy_dedup", "removals/*")]
+    for k, (name, pattern) in enumerate(phases):
+        i = names.index(name)
+        exchange = work / f"phase-{k}" / "stages" / f"{i:02d}-{name}" / "_exchange"
+        ok, code, resumed = stop_and_resume(work, f"phase-{k}", crawl, reference,
+                                            lambda: any(exchange.glob(pattern)), signal.SIGKILL)
+        rows.append((f"kill -9 inside {name}, once _exchange/{pattern} exists", ok,
+                     f"{'killed' if code is not None else 'FINISHED FIRST (not a kill inside)'}, resumed: {resumed}"))
+    return rows
+
+
 def table(title: str, rows: list[tuple[str, bool, str]], verdict: str) -> int:
     print(f"\n## {title}")
     for name, ok, what in rows:
@@ -335,20 +346,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", help="working folder (default: a fresh temp folder, removed at the end)")
     ap.add_argument("--docs", type=int, default=150, help="pages in the synthetic crawl (default 150)")
+    ap.add_argument("--only", choices=["phases"], help="phases: only the faults table's kills inside the phases of "
+                                                        "the global stages (exact_dedup, fuzzy_dedup)")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="gpupipe-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     from gpupipe.synth import write_synthetic_crawl
 
     crawl = Path(write_synthetic_crawl(work / "crawl.warc.gz", docs=args.docs, seed=0)["warc"])
-    tok_run = work / "tok"
-    write_cfg(work / "tok.yaml", input={"path": str(crawl)}, output=str(tok_run), stages=STAGES)
-    assert gpupipe("run", str(work / "tok.yaml")).returncode == 0
-    tok = next(tok_run.glob("stages/*-tokenize/tokenizer.json"))
     t0 = time.time()
-    failed = table("bad inputs", run_bad_inputs(work, crawl), "handled cleanly")
-    failed += table("bad configs", run_bad_configs(work, crawl, tok), "refused before work (control: ran)")
-    failed += table("faults", run_faults(work, crawl), "survived with identical output")
+    failed = 0
+    if not args.only:
+        tok_run = work / "tok"
+        write_cfg(work / "tok.yaml", input={"path": str(crawl)}, output=str(tok_run), stages=STAGES)
+        assert gpupipe("run", str(work / "tok.yaml")).returncode == 0
+        tok = next(tok_run.glob("stages/*-tokenize/tokenizer.json"))
+        failed += table("bad inputs", run_bad_inputs(work, crawl), "handled cleanly")
+        failed += table("bad configs", run_bad_configs(work, crawl, tok), "refused before work (control: ran)")
+    failed += table("faults", run_faults(work, crawl, args.only), "survived with identical output")
     print(f"\n{time.time() - t0:.0f} s; {'all clean' if not failed else f'{failed} NOT handled'}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

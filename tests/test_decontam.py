@@ -336,3 +336,25 @@ def test_gpu_stage_matches_cpu(index_path):
     for a, b in zip(cpu[:2], gpu[:2]):
         pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(cpu[3], gpu[3])
+
+
+@pytest.mark.parametrize("policy", ["drop", "cut"])
+def test_two_partitions_interleaved_on_one_stage_instance(index_path, tmp_path, monkeypatch, policy):
+    """Partitions on two threads, taking turns inside their hooks, on the one cached worker instance (which holds
+    the index and nothing else): each partition's parts, rejects and matches are what they are alone."""
+    from gpupipe.stages import STAGES, decontam
+    from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
+
+    monkeypatch.setitem(STAGES, "decontaminate", Decontaminate)
+    q = GSM[0]["question"]
+    parts = [[FILLER * 3 + q + FILLER * 3, FILLER], [FILLER * 4, q.upper() + FILLER * 2, FILLER + CN_ITEM],
+             [FILLER * 2 + q + " " + FILLER * 2], [FILLER, FILLER * 5 + CN_ITEM + FILLER * 5]]
+    frames = [pd.DataFrame({"id": [f"p{p}d{i}" for i in range(len(t))], "doc_index": np.arange(len(t)) + 10 * p,
+                            "text": t}) for p, t in enumerate(parts)]
+    inputs = write_parts(tmp_path / "in", frames)
+    st = Decontaminate(DecontamConfig(index=str(index_path), policy=policy), RunContext())
+    res = check_interleaved(st, inputs, tmp_path, monkeypatch, gate=[(decontam, "cut_spans"),
+                                                                     (decontam, "script_counts")])
+    assert res["alone"]["extra"]["docs_with_leaks"] == 5
+    assert len([k for k in res["files"] if k.startswith("matches/")]) == 4
+    assert_no_partition_state(res["instance"], allowed=("config", "ctx", "index"))

@@ -11,8 +11,9 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.dedup_fuzzy import (FuzzyDedupConfig, _star_matrix, choose_keepers, connected_components,
-                                        find_duplicates, identical_texts, shingle_sets, star_edges, verify_edges)
+from gpupipe.stages.fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
+                                  identical_texts, shingle_sets, star_edges, verify_edges)
+from gpupipe.stages.fuzzy.edges import _star_matrix
 
 
 def test_star_edges_and_components():
@@ -135,3 +136,30 @@ def test_same_removals_whatever_workers_and_partitions(fuzzy_run, synth_crawl, t
     ref = _removed(fuzzy_run)
     assert _removed(_run(tmp_path, "small", synth_crawl, partition_docs=7)) == ref
     assert _removed(_run(tmp_path, "dask2", synth_crawl, partition_docs=25, kind="dask", workers=2)) == ref
+
+
+def test_two_partitions_apply_interleaved_on_one_stage_instance(tmp_path, monkeypatch):
+    """Partitions' apply tasks on two threads, taking turns, on the one cached worker instance: each partition's
+    output is what it is alone (its removals are handed in, nothing is kept on the stage)."""
+    from gpupipe.stages.base import RunContext
+    from gpupipe.stages.fuzzy import FuzzyDedup
+    from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
+
+    rng = np.random.default_rng(8)
+    words = np.array([f"w{i}" for i in range(5000)])
+    base = [_article(rng, words) for _ in range(24)]
+    edited = []
+    for t in base:
+        toks = t.split()
+        toks[60] = "changed"
+        edited.append(" ".join(toks))
+    texts = base + edited
+    df = pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "doc_index": np.arange(len(texts)),
+                       "text": texts})
+    inputs = write_parts(tmp_path / "in", [df.iloc[k::4].reset_index(drop=True) for k in range(4)])
+    stage = FuzzyDedup(FuzzyDedupConfig(), RunContext(shuffle_buckets=3))
+    res = check_interleaved(stage, inputs, tmp_path, monkeypatch)
+    assert res["alone"]["removed"] == {"near_duplicate": 24}
+    rejected = pd.concat([v for k, v in res["files"].items() if k.startswith("rejects/")])
+    assert sorted(rejected["doc_index"]) == list(range(24, 48))
+    assert_no_partition_state(res["instance"])

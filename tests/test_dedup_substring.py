@@ -11,8 +11,8 @@ import pytest
 
 from gpupipe import stages as stages_pkg
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.dedup_substring import (REASON, SubstringDedup, SubstringDedupConfig, duplicate_ranges,
-                                            anchor_k, substring_dedup, winnow_anchors)
+from gpupipe.stages.substring import (REASON, SubstringDedup, SubstringDedupConfig, duplicate_ranges,
+                                      anchor_k, substring_dedup, winnow_anchors)
 from tests.test_lab_and_dedup import run_config, write_jsonl
 
 
@@ -285,3 +285,23 @@ def test_synthetic_crawl_repeated_paragraphs(synth_crawl):
                 checked += 1
             seen.add(para)
     assert checked
+
+
+@pytest.mark.parametrize("group_bytes", [2**28, 1500])
+def test_two_partitions_cut_interleaved_on_one_stage_instance(tmp_path, monkeypatch, group_bytes):
+    """Partitions' apply tasks on two threads, taking turns inside their hooks, on the one cached worker instance:
+    each partition's output is what it is alone (its ranges are handed in, nothing is kept on the stage)."""
+    from gpupipe.stages.base import RunContext
+    from gpupipe.stages.substring import cuts
+    from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
+
+    texts = corpus(21)
+    df = pd.DataFrame({"id": [f"doc-{i}" for i in range(len(texts))], "doc_index": np.arange(len(texts)),
+                       "text": texts})
+    inputs = write_parts(tmp_path / "in", [df.iloc[k * 10:(k + 1) * 10] for k in range(4)])
+    stage = SubstringDedup(SubstringDedupConfig(group_bytes=group_bytes), RunContext())
+    res = check_interleaved(stage, inputs, tmp_path, monkeypatch, gate=[(cuts, "final_cuts"), (cuts, "apply_cuts")])
+    kept = pd.concat([res["files"][f"part-{k:05d}.parquet"] for k in range(4)])
+    assert list(zip(kept["id"], kept["text"])) == expected(texts, 200, 50)
+    assert res["alone"]["extra"]["docs_modified"] > 0
+    assert_no_partition_state(res["instance"])

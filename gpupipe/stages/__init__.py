@@ -10,8 +10,8 @@ from gpupipe.stages.base import MapStage, RunContext, Stage
 from gpupipe.stages.chunk_markdown import ChunkMarkdown
 from gpupipe.stages.decontam import Decontaminate
 from gpupipe.stages.dedup_exact import ExactDedup
-from gpupipe.stages.dedup_fuzzy import FuzzyDedup
-from gpupipe.stages.dedup_substring import SubstringDedup
+from gpupipe.stages.fuzzy import FuzzyDedup
+from gpupipe.stages.substring import SubstringDedup
 from gpupipe.stages.doc_filter import DocFilter
 from gpupipe.stages.extract import Extract
 from gpupipe.stages.langid import LangId

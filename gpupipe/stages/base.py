@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar
 
 import pandas as pd
 
+from gpupipe._numba_cache import compile_seconds
 from gpupipe.backend import (frame_nbytes, frame_to_host, has_cudf, is_device_frame, read_frame, string_buffers,
                              write_frame)
 from gpupipe.config import Strict
@@ -143,6 +144,18 @@ class Stage:
         return "gpu" if self.gpu_native and self.ctx.device == "gpu" and has_cudf() else "cpu"
 
 
+@dataclass
+class Applied:
+    """What `MapStage.apply_partition` computed for one partition: the frame after the stage, per row why it goes
+    (None as a whole: every row stays), counters for the stage's stats, and side tables the partition runner writes
+    beside the part (folder name → frame, written as `out_dir/FOLDER/<part name>`)."""
+
+    df: Any
+    reasons: Any = None
+    extra: Counter = field(default_factory=Counter)
+    side: dict[str, Any] = field(default_factory=dict)
+
+
 class MapStage(Stage):
     """A per-document stage: transform → reasons → drop, one partition at a time, in parallel."""
 
@@ -161,11 +174,28 @@ class MapStage(Stage):
     def extra_stats(self, df_out: pd.DataFrame) -> Counter:
         return Counter()
 
-    def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+    def apply_partition(self, df: pd.DataFrame, info: Any = None) -> "Applied":
+        """One partition through the stage: by default `transform`, then `reasons`.
+
+        A stage whose decisions come from outside the partition (a global stage: `info` is what its exchange
+        decided for this partition, handed in by the phase runner) or that computes per-partition counters or side
+        tables overrides this and returns them in `Applied`. Such a stage keeps nothing on `self`: a worker's cached
+        instance (`worker_stage`) holds configuration and loaded resources only, and may run two partitions at
+        once on two threads."""
+        df = self.transform(df)
+        return Applied(df, self.reasons(df))
+
+    def run_partition(self, df: pd.DataFrame, info: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+        return self.partition_outputs(df, info)[:3]
+
+    def partition_outputs(self, df: pd.DataFrame, info: Any = None
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, StageStats, dict[str, Any]]:
+        """(kept, rejects, stats, side tables) of one partition: `apply_partition`, then the drop and its
+        accounting. Side tables are written beside the part by `map_chain_task`."""
         # pandas and cuDF alike: boolean-Series row selection (.loc), assign, reset_index; counts go to the host
         stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if len(df) else 0)
-        df = self.transform(df)
-        why = self.reasons(df)
+        applied = self.apply_partition(df, info)
+        df, why = applied.df, applied.reasons
         if why is None:
             kept, rejects = df, df.iloc[:0]
         else:
@@ -174,20 +204,29 @@ class MapStage(Stage):
             stats.removed.update(host_series(rejects["reason"]).value_counts().to_dict())
         stats.docs_out = len(kept)
         stats.bytes_out = text_bytes(kept["text"]) if len(kept) else 0
+        stats.extra.update(applied.extra)
         stats.extra.update(self.extra_stats(kept))
-        return kept.reset_index(drop=True), rejects, stats
+        return kept.reset_index(drop=True), rejects, stats, applied.side
 
-    def process_partition(self, df) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+    def process_partition(self, df, info: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
         """`run_partition` on the frame kind this stage takes: a device (cuDF) frame given to a host-only stage is
         converted to pandas once here, and the bytes moved are counted in `extra.host_transfer_bytes`."""
+        return self.process_outputs(df, info)[:3]
+
+    def process_outputs(self, df, info: Any = None):
+        """`process_partition` with the side tables: (kept, rejects, stats, side)."""
         moved = 0
         if is_device_frame(df) and not self.gpu_native:
             moved = frame_nbytes(df)
             df = frame_to_host(df)
-        kept, rejects, stats = self.run_partition(df)
+        if type(self).run_partition is not MapStage.run_partition:  # a stage that wraps run_partition
+            kept, rejects, stats = self.run_partition(df) if info is None else self.run_partition(df, info)
+            side: dict[str, Any] = {}
+        else:
+            kept, rejects, stats, side = self.partition_outputs(df, info)
         if moved:
             stats.extra["host_transfer_bytes"] += moved
-        return kept, rejects, stats
+        return kept, rejects, stats, side
 
     def execute(self, job: StageJob) -> StageStats:
         results = job.executor.map(map_partition_task, [self.spec()] * len(job.inputs), job.inputs,
@@ -227,29 +266,36 @@ def fusable(stage: Stage) -> bool:
     return isinstance(stage, MapStage) and type(stage).execute is MapStage.execute
 
 
-def map_chain_task(specs: list, in_path: Path, out_dirs: list[Path], keep_parts: bool = False) -> list[dict]:
+def map_chain_task(specs: list, in_path: Path, out_dirs: list[Path], keep_parts: bool = False,
+                   infos: list | None = None) -> list[dict]:
     """Worker side of a fused chain of map stages: one read of the part, each stage in turn on what the previous
     kept, each stage's rejects (and its kept part when `keep_parts`) written to its own folder; the last stage's
     kept part always. Returns each stage's stats, with the columns its output has (the report's signal charts tell
-    a stage's own columns by them when its parts are not kept)."""
+    a stage's own columns by them when its parts are not kept). `infos`: per stage, what is handed to its
+    `apply_partition` (a global stage's apply phase: the partition's share of the exchange); None for map stages.
+    Side tables a stage returns are written to `out_dir/FOLDER/<part name>`."""
     name = Path(in_path).name
     stages = [worker_stage(spec) for spec in specs]
     results = []
     df = None
     for k, (stage, out_dir) in enumerate(zip(stages, out_dirs)):
         with annotate(f"gpupipe/{stage.name}"):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), compile_seconds()
             if k == 0:
                 df = read_frame(in_path, stage.frame_device())
-            df, rejects, stats = stage.process_partition(df)
+            df, rejects, stats, side = stage.process_outputs(df, infos[k] if infos else None)
             moved = 0
             if keep_parts or k == len(stages) - 1:
                 moved += write_frame(df, Path(out_dir) / name)
             if len(rejects):
                 moved += write_rejects(rejects, Path(out_dir) / "rejects" / name)
+            for folder, table in side.items():
+                moved += write_frame(table, Path(out_dir) / folder / name)
             if moved:  # a GPU-native stage's output, brought to the host to be written
                 stats.extra["host_transfer_bytes"] += moved
         stats.extra["peak_rss_mb_worker"] = peak_rss_mb()
+        if compiled := compile_seconds() - c0:  # numba's first call of a kernel: part of the time, not throughput
+            stats.extra["numba_compile_s"] = round(compiled, 3)
         d = stats.to_dict(stage.name, time.perf_counter() - t0)
         d["columns"] = list(df.columns)
         results.append(d)
@@ -267,6 +313,6 @@ def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
     return write_frame(out.reset_index(drop=True), path)
 
 
-__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "fusable", "map_chain_task",
+__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "Applied", "fusable", "map_chain_task",
            "map_partition_task", "part_paths",
            "host_series", "peak_rss_mb", "text_bytes", "worker_stage", "write_rejects"]

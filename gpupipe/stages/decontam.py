@@ -63,7 +63,6 @@ import io
 import json
 import re
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,9 +75,8 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from gpupipe.config import FileRef, Fraction, Strict
-from gpupipe.io.parts import atomic_write_text, read_part, write_part, write_table
-from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.base import MapStage, StageJob, StageStats, text_bytes, worker_stage, write_rejects
+from gpupipe.io.parts import atomic_write_text, read_part, write_table
+from gpupipe.stages.base import Applied, MapStage, StageJob, StageStats
 from gpupipe.stages.normalize import normalize_array
 
 INDEX_META_KEY = b"gpupipe.decontam"
@@ -543,41 +541,25 @@ class Decontaminate(MapStage):
                          self.index.items.at[it, "item_id"], int(n_hits), int(cs), int(ce), snippet))
         return pd.DataFrame(rows, columns=cols)
 
-    # -- MapStage hooks
-    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
-        return self.detect(df)[0]
-
-    def reasons(self, df: pd.DataFrame) -> pd.Series:
-        return df[_ACTION]
+    # -- the partition hook: detection, the policy's reasons, counters and the matches table, all returned
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        out, matches = self.detect(df)
+        why = out[_ACTION]
+        drop = why.notna().to_numpy()
+        hit = out["decontam_hits"].to_numpy() > 0
+        extra = Counter({"docs_with_leaks": int(hit.sum()), "ngram_hits": int(out["decontam_hits"].sum()),
+                         "docs_cut": int((hit & ~drop & (out["text"] != df["text"]).to_numpy()).sum())})
+        return Applied(out.drop(columns=[_ACTION]), why, extra, {"matches": matches})
 
     def run_partition_matches(self, df: pd.DataFrame):
         """MapStage.run_partition, plus the matches table (kept, rejects, stats, matches)."""
-        stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df["text"]) if len(df) else 0)
-        before = df["text"]
-        df, matches = self.detect(df)
-        why = df[_ACTION]
-        drop = why.notna().to_numpy()
-        kept = df[~drop].drop(columns=[_ACTION])
-        rejects = df[drop].drop(columns=[_ACTION]).assign(reason=why[drop])
-        stats.removed.update(rejects["reason"].value_counts().to_dict())
-        stats.docs_out = len(kept)
-        stats.bytes_out = text_bytes(kept["text"]) if len(kept) else 0
-        hit = df["decontam_hits"].to_numpy() > 0
-        stats.extra.update({"docs_with_leaks": int(hit.sum()), "ngram_hits": int(df["decontam_hits"].sum()),
-                            "docs_cut": int((hit & ~drop & (df["text"] != before).to_numpy()).sum())})
-        return kept.reset_index(drop=True), rejects, stats, matches
-
-    def run_partition(self, df: pd.DataFrame):
-        kept, rejects, stats, _ = self.run_partition_matches(df)
-        return kept, rejects, stats
+        kept, rejects, stats, side = self.partition_outputs(df)
+        return kept, rejects, stats, side["matches"]
 
     def execute(self, job: StageJob) -> StageStats:
-        n = len(job.inputs)
-        results = job.executor.map(decontam_partition_task, [self.spec()] * n, job.inputs,
-                                   [job.out_dir] * n, progress=job.progress)
-        total = StageStats()
-        for r in results:
-            total.merge(StageStats.from_dict(r))
+        """The partitions as any map stage's (parts, rejects, and `matches/part-*.parquet` beside them), then the
+        report from the matches."""
+        total = MapStage.execute(self, job)
         report = build_report(job.out_dir, _load_index(self.config.index), self.config, total)
         atomic_write_text(Path(job.out_dir) / REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False))
         return total
@@ -592,20 +574,6 @@ def _load_index(path: str) -> DecontamIndex:
 @functools.lru_cache(maxsize=4)
 def _load_index_version(path: str, mtime_ns: int, size: int) -> DecontamIndex:
     return DecontamIndex.load(path)
-
-
-def decontam_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Worker side of Decontaminate.execute: MapStage's part/rejects writing plus matches/part-*.parquet."""
-    stage = worker_stage(spec)
-    with annotate(f"gpupipe/{stage.name}"):
-        t0 = time.perf_counter()
-        kept, rejects, stats, matches = stage.run_partition_matches(read_part(in_path))
-        name = Path(in_path).name
-        write_part(kept, Path(out_dir) / name)
-        if len(rejects):
-            write_rejects(rejects, Path(out_dir) / "rejects" / name)
-        write_part(matches, Path(out_dir) / "matches" / name)
-    return stats.to_dict(stage.name, time.perf_counter() - t0)
 
 
 def build_report(out_dir: str | Path, index: DecontamIndex, config: DecontamConfig,

@@ -62,7 +62,7 @@ import pyarrow.compute as pc
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from gpupipe.config import Fraction, Strict, ordered
-from gpupipe.stages.base import MapStage
+from gpupipe.stages.base import Applied, MapStage
 
 # ----------------------------------------------------------------------------------------------------------------
 # Config: one sub-config per family; null disables a rule
@@ -465,14 +465,11 @@ class QualityFilter(MapStage):
             return df
         return df.assign(**quality_signals(df, self.config))
 
-    def reasons(self, df: pd.DataFrame) -> pd.Series | None:
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        """Signals, then per row the first rule that fails, and per rule how many rows it flags (whether or not an
+        earlier rule already removes them): the counts go to the stats, nothing stays on `self`."""
+        df = self.transform(df)
         if len(df) == 0:
-            self._flags = Counter()
-            return None
-        why, self._flags = decide(df, self.config)
-        return pd.Series(why, index=df.index, dtype=object)
-
-    def extra_stats(self, df_out: pd.DataFrame) -> Counter:
-        # run_partition calls reasons() then extra_stats() on the same partition, in one process
-        flags, self._flags = getattr(self, "_flags", Counter()), Counter()
-        return flags
+            return Applied(df)
+        why, flags = decide(df, self.config)
+        return Applied(df, pd.Series(why, index=df.index, dtype=object), extra=Counter(flags))

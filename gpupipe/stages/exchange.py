@@ -1,0 +1,140 @@
+"""The exchange between the phases of a global stage: files under one folder, `STAGE_DIR/_exchange`.
+
+Two kinds of files, each kind in a folder named for what it holds:
+
+  shuffle   `NAME/from-PPPPPP.parquet`: everything producer P (a partition, a bucket, a group) sends, in ONE file,
+            its rows grouped by destination (a bucket, a partition, a batch), each destination's rows in row
+            groups of their own; the footer maps destination → row groups. A consumer reads destination d from
+            every producer's file, in producer order, one row group at a time (`ParquetFile.read_row_group`).
+            So a shuffle of n producers into b destinations is n files, not n × b.
+  keyed     `NAME/KKKKKK.parquet`: one table per key (a partition's band hashes, a bucket's edges).
+
+Files are written atomically (`io.parts.atomic_output`), so a file under its real name is whole. The folder
+belongs to one attempt of the stage: `reset` at its start, `remove` at its end; a run resumed after a kill
+starts the stage's phases again from the first (`docs/design.md`, global stages).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpupipe.io.parts import atomic_output, write_table
+
+FOLDER = "_exchange"
+META_KEY = b"gpupipe.exchange"
+ROWS_PER_GROUP = 1 << 20    # a destination with more rows gets several row groups
+
+
+def _table(rows: pa.Table | pd.DataFrame) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
+
+
+class Exchange:
+    """One global stage's exchange folder. Picklable (a path): tasks on any worker open the same files."""
+
+    def __init__(self, stage_dir: str | Path):
+        self.root = Path(stage_dir) / FOLDER
+
+    def __repr__(self) -> str:
+        return f"Exchange({self.root})"
+
+    def reset(self) -> None:
+        """Start empty: never mix in files of an interrupted attempt."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- shuffles ------------------------------------------------------------------------------------------------
+    def send(self, name: str, producer: int, rows: pa.Table | pd.DataFrame, dest) -> Path:
+        """Write producer's rows, routed by `dest` (a destination number per row), as one file."""
+        table = _table(rows)
+        dest = np.asarray(dest, dtype=np.int64)
+        if len(dest) != table.num_rows:
+            raise ValueError(f"exchange {name}: {table.num_rows} rows but {len(dest)} destinations")
+        order = np.argsort(dest, kind="stable")   # rows keep their order within a destination
+        table, dest = table.take(pa.array(order, pa.int64())), dest[order]
+        bounds = np.flatnonzero(np.r_[True, dest[1:] != dest[:-1]]) if len(dest) else np.zeros(0, np.int64)
+        ends = np.r_[bounds[1:], len(dest)]
+        groups: dict[str, list[int]] = {}
+        pieces = []
+        for a, b in zip(bounds.tolist(), ends.tolist()):
+            first = len(pieces)
+            pieces += [(s, min(s + ROWS_PER_GROUP, b)) for s in range(a, b, ROWS_PER_GROUP)]
+            groups[str(int(dest[a]))] = [first, len(pieces) - first]
+        meta = dict(table.schema.metadata or {})
+        meta[META_KEY] = json.dumps({"producer": producer, "destinations": groups}).encode()
+        table = table.replace_schema_metadata(meta)
+        path = self.root / name / f"from-{producer:06d}.parquet"
+        with atomic_output(path) as tmp:
+            with pq.ParquetWriter(tmp, table.schema, compression="zstd") as w:
+                for s, e in pieces:
+                    w.write_table(table.slice(s, e - s), row_group_size=e - s)
+        return path
+
+    def producer_files(self, name: str) -> list[Path]:
+        return sorted((self.root / name).glob("from-*.parquet"))
+
+    @staticmethod
+    def _groups(f: pq.ParquetFile) -> dict[int, tuple[int, int]]:
+        meta = json.loads(f.schema_arrow.metadata[META_KEY])
+        return {int(d): (a, n) for d, (a, n) in meta["destinations"].items()}
+
+    def destinations(self, name: str) -> list[int]:
+        """Every destination some producer sent rows to, ascending."""
+        out: set[int] = set()
+        for p in self.producer_files(name):
+            out.update(self._groups(pq.ParquetFile(p)))
+        return sorted(out)
+
+    def receive_tables(self, name: str, dest: int, columns: list[str] | None = None) -> list[tuple[int, pa.Table]]:
+        """(producer, its rows for `dest`) for each producer that sent `dest` any, in producer order."""
+        out = []
+        for p in self.producer_files(name):
+            f = pq.ParquetFile(p)
+            span = self._groups(f).get(dest)
+            if span is None:
+                continue
+            a, n = span
+            t = pa.concat_tables([f.read_row_group(i, columns=columns) for i in range(a, a + n)])
+            out.append((int(p.stem.split("-")[1]), t))
+        return out
+
+    def receive(self, name: str, dest: int, columns: list[str] | None = None,
+                producer_column: str | None = None) -> pd.DataFrame | None:
+        """All rows sent to `dest` as one pandas frame (producer order), or None when no producer sent any.
+        `producer_column` adds the producer's number as a column of that name."""
+        frames = [t.to_pandas() if producer_column is None else t.to_pandas().assign(**{producer_column: p})
+                  for p, t in self.receive_tables(name, dest, columns)]
+        return pd.concat(frames, ignore_index=True) if frames else None
+
+    # -- keyed files ---------------------------------------------------------------------------------------------
+    def put(self, name: str, key: int, rows: pa.Table | pd.DataFrame) -> Path:
+        path = self.root / name / f"{key:06d}.parquet"
+        write_table(_table(rows), path)
+        return path
+
+    def keys(self, name: str) -> list[int]:
+        return sorted(int(p.stem) for p in (self.root / name).glob("[0-9]*.parquet"))
+
+    def get_table(self, name: str, key: int, columns: list[str] | None = None) -> pa.Table | None:
+        path = self.root / name / f"{key:06d}.parquet"
+        return pq.read_table(path, columns=columns) if path.exists() else None
+
+    def get(self, name: str, key: int, columns: list[str] | None = None) -> pd.DataFrame | None:
+        t = self.get_table(name, key, columns)
+        return None if t is None else t.to_pandas()
+
+    def files(self) -> list[Path]:
+        """Every file in the exchange (for tests and the file-count bound)."""
+        return sorted(p for p in self.root.rglob("*.parquet") if p.is_file())
+
+
+__all__ = ["Exchange", "FOLDER", "ROWS_PER_GROUP"]

@@ -1,0 +1,180 @@
+"""The `fuzzy_dedup` stage: its phases, declared; the work is in the sibling modules.
+
+  sign        per partition: band hashes and priority columns (exchange `bands`, one file per partition)
+  route-G     per partition, for band group G: (band, hash, doc) rows sent to buckets by hash (`keys-gG`)
+  edges-G     per bucket: star edges of its (band, hash) buckets (`edges-gG`, one file per bucket with edges)
+  candidates  driver: the edges, each pair once; their documents (`candidates`)
+  shingles    per partition, with `verify`: shingle sets of its candidate documents (`shingles`)
+  verify      driver: true Jaccard per edge, edges below the threshold cut
+  cluster     driver: connected components, one keeper per cluster; the others sent to their partitions
+              (`removals`). The driver holds cluster members only, never all documents.
+  apply       per partition: its removals dropped as `near_duplicate`
+  sample      per partition, then driver: the texts of a seeded sample of clusters → clusters_sample.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from gpupipe.io.parts import read_part
+from gpupipe.nvtx_ranges import annotate
+from gpupipe.stages.fuzzy.bands import band_rows
+from gpupipe.stages.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
+                                             priority_frame)
+from gpupipe.stages.fuzzy.config import FuzzyDedupConfig, lsh_shape
+from gpupipe.stages.fuzzy.edges import unique_edges, star_edges
+from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes, texts_of
+from gpupipe.stages.fuzzy.verify import sets_of_tables, shingle_sets, shingle_table, verify_edges
+from gpupipe.stages.global_stage import GlobalStage, removals_of, send_removals
+from gpupipe.stages.phases import APPLY, BUCKETS, DRIVER, PARTITIONS, Phase, PhaseRun, Task
+
+
+class FuzzyDedup(GlobalStage):
+    name = "fuzzy_dedup"
+    Config = FuzzyDedupConfig
+
+    def phases(self) -> list[Phase]:
+        out = [Phase("sign", sign)]
+        for g, group in enumerate(band_groups(self.config)):
+            out += [Phase(f"route-{g}", route, arg=lambda run, a=(g, group): a),
+                    Phase(f"edges-{g}", edges, over=BUCKETS, arg=lambda run, g=g: g)]
+        out.append(Phase("candidates", candidates, over=DRIVER))
+        if self.config.verify:
+            out += [Phase("shingles", shingles), Phase("verify", verify, over=DRIVER)]
+        return out + [Phase("cluster", cluster, over=DRIVER), Phase("apply", removals_of, over=APPLY),
+                      Phase("sample-texts", sample_texts, over=PARTITIONS, arg=lambda run: run.state["wanted"]),
+                      Phase("sample", write_sample, over=DRIVER)]
+
+
+def band_groups(cfg: FuzzyDedupConfig) -> list[list[int]]:
+    """The bands, in `band_groups` rounds of exchange (each round's keys are on disk at once, not all bands')."""
+    bands, _ = lsh_shape(cfg)
+    return [list(map(int, g)) for g in np.array_split(np.arange(bands), min(cfg.band_groups, bands))]
+
+
+def sign(stage: FuzzyDedup, task: Task) -> None:
+    cfg = stage.config
+    with annotate("gpupipe/fuzzy_dedup/sign"):
+        df = read_part(task.item)
+        texts = texts_of(df)
+        bh = lsh_band_hashes(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg, stage.ctx.seed, stage.ctx.device)
+        out = priority_frame(df, cfg, texts).assign(part=np.int64(task.index))
+        for b in range(bh.shape[1]):
+            out[f"b{b}"] = bh[:, b]
+        task.exchange.put("bands", task.index, out)
+
+
+def route(stage: FuzzyDedup, task: Task) -> None:
+    g, group = task.arg
+    keys = band_rows(task.exchange.get("bands", task.index), group)
+    bucket = keys["hash"].to_numpy(np.uint64) % np.uint64(stage.ctx.shuffle_buckets)
+    task.exchange.send(f"keys-g{g:03d}", task.index, keys, bucket.astype(np.int64))
+
+
+def edges(stage: FuzzyDedup, task: Task) -> int:
+    keys = task.exchange.receive(f"keys-g{task.arg:03d}", task.index)
+    if keys is None:
+        return 0
+    found = star_edges(keys)
+    if len(found):
+        task.exchange.put(f"edges-g{task.arg:03d}", task.index, found.reset_index(drop=True))
+    return len(found)
+
+
+def candidates(stage: FuzzyDedup, run: PhaseRun) -> None:
+    ex = run.exchange
+    names = [f"edges-g{g:03d}" for g in range(len(band_groups(stage.config)))]
+    found = [ex.get(name, k) for name in names for k in ex.keys(name)]
+    u = np.concatenate([e["u"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)])
+    v = np.concatenate([e["v"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)])
+    run.state["edges"] = e = unique_edges(u, v)
+    bands, rows = lsh_shape(stage.config)
+    run.extra.update({"bands": bands, "rows": rows, "candidate_edges": len(e)})
+    if stage.config.verify and len(e):
+        # The candidates go to the workers as one file, not inside every task (the task graph stays small).
+        ex.put("candidates", 0, pd.DataFrame({"doc_index": np.union1d(e["u"], e["v"])}))
+
+
+def shingles(stage: FuzzyDedup, task: Task) -> None:
+    wanted = task.exchange.get("candidates", 0)
+    if wanted is None:
+        return
+    df = read_part(task.item)
+    df = df[df["doc_index"].isin(wanted["doc_index"].to_numpy())]
+    if df.empty:
+        return
+    texts = texts_of(df)
+    sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config)
+    task.exchange.put("shingles", task.index, shingle_table(sets))
+
+
+def verify(stage: FuzzyDedup, run: PhaseRun) -> None:
+    e = run.state["edges"]
+    if len(e):
+        ex = run.exchange
+        sets = sets_of_tables([ex.get_table("shingles", k) for k in ex.keys("shingles")])
+        run.state["edges"] = e = verify_edges(e, sets, stage.config.threshold)
+        run.extra["verified_edges"] = len(e)
+
+
+def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
+    cfg, ex = stage.config, run.exchange
+    members = connected_components(run.state["edges"], run.job.ctx.device)
+    if len(members):
+        cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
+                                                 if c != "length"]]
+        ids = members["doc_index"].to_numpy(np.int64)  # the driver holds cluster members only, never all docs
+        docs = pd.concat([_rows_of(ex.get("bands", p, columns=cols), ids) for p in range(run.partitions)],
+                         ignore_index=True)
+        members = choose_keepers(members.merge(docs, on="doc_index"), cfg.priority)
+        send_removals(ex, 0, members.loc[~members["keep"], ["doc_index", "part"]].assign(reason="near_duplicate"))
+        run.extra.update({"clusters": members["cluster"].nunique(),
+                          "duplicates_removed": int((~members["keep"]).sum())})
+        run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
+    else:
+        run.extra.update({"clusters": 0, "duplicates_removed": 0})
+    run.state["sample"] = _sample(members, cfg.sample_clusters, run.job.ctx.seed)
+    run.state["wanted"] = run.state["sample"]["doc_index"].to_numpy()
+    run.state["clustered"] = len(members) > 0
+
+
+def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
+    return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]
+
+
+def _sample(members: pd.DataFrame, clusters: int, seed: int) -> pd.DataFrame:
+    """The members of a seeded sample of clusters."""
+    if not len(members):
+        return members
+    ids = np.sort(members["cluster"].unique())
+    chosen = np.sort(np.random.default_rng(seed).choice(ids, size=min(clusters, len(ids)), replace=False))
+    return members[members["cluster"].isin(chosen)]
+
+
+def sample_texts(stage: FuzzyDedup, task: Task) -> pd.DataFrame | None:
+    if not len(task.arg):
+        return None
+    df = pd.read_parquet(task.item, columns=["id", "doc_index", "text"])
+    return df[df["doc_index"].isin(task.arg)]
+
+
+def write_sample(stage: FuzzyDedup, run: PhaseRun) -> None:
+    """clusters_sample.jsonl: for a seeded sample of clusters, the kept text beside the removed ones."""
+    if not run.state["clustered"]:
+        return
+    texts = [t for t in run.results["sample-texts"] if t is not None]
+    wanted = run.state["sample"]
+    wanted = wanted.merge(pd.concat(texts, ignore_index=True), on="doc_index") if texts else wanted.iloc[:0]
+    with open(run.job.out_dir / "clusters_sample.jsonl", "w", encoding="utf-8") as f:
+        for c, grp in wanted.groupby("cluster"):
+            kept = grp[grp["keep"]].iloc[0]
+            f.write(json.dumps({"cluster": int(c), "kept": {"id": kept["id"], "text": kept["text"][:2000]},
+                                "removed": [{"id": r["id"], "text": r["text"][:2000]}
+                                            for _, r in grp[~grp["keep"]].iterrows()]},
+                               ensure_ascii=False) + "\n")
+
+
+__all__ = ["FuzzyDedup"]

@@ -1,0 +1,36 @@
+"""Arrow text arrays as substring dedup reads them: one large_string (or large_binary) array, its byte buffers,
+and byte slices of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from gpupipe.stages.substring.kernels import _gather
+
+
+def buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, int64 offsets) of a text array."""
+    from gpupipe.kernels.text_hash import arrow_buffers
+
+    data, offsets = arrow_buffers(arr)
+    return data, offsets.astype(np.int64, copy=False)
+
+
+def as_text_array(texts) -> pa.Array:
+    """One large_string (or large_binary) Arrow array, nulls as empty strings."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not isinstance(texts, pa.Array):
+        texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
+    binary = pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type)
+    texts = texts.cast(pa.large_binary() if binary else pa.large_string())
+    return texts.fill_null(b"" if binary else "")
+
+
+def slices(texts: pa.Array, rows, starts, ends) -> pa.Array:
+    """The byte slices [start, end) of the given rows, as a large_binary array."""
+    data, offsets = buffers(texts)
+    out, out_off = _gather(data, offsets, np.asarray(rows, np.int64), np.asarray(starts, np.int64),
+                           np.asarray(ends, np.int64), False)
+    return pa.Array.from_buffers(pa.large_binary(), len(out_off) - 1, [None, pa.py_buffer(out_off), pa.py_buffer(out)])
