@@ -108,6 +108,8 @@ class InputConfig(Strict):
     format: Literal["auto", "warc", "jsonl", "parquet", "html_dir", "markdown_dir"] = "auto"
     text_field: str = "text"
     source: str = Field("web", description="mixture source label for documents without a `source` field")
+    max_replaced_share: float = Field(0.01, ge=0, le=1, description="HTML whose bytes fit no encoding is read with "
+                                      "U+FFFD for at most this share of its bytes, else it is a decode_error")
 
     @field_validator("path", mode="before")
     @classmethod

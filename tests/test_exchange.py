@@ -116,7 +116,24 @@ def test_fuzzy_dedup_exchange_is_bounded(tmp_path, monkeypatch):
     got = _by_folder(seen[0])
     assert got["bands"] == n and got["keys-g000"] == got["keys-g001"] == n and got["removals"] == 1
     assert got["edges-g000"] <= b and got["edges-g001"] <= b and got["shingles"] <= n and got["candidates"] == 1
-    assert sum(got.values()) <= 4 * n + 2 * b + 2
+    assert got["pairs"] == 1    # every partition pair's candidate edges, as destinations of one file
+    assert sum(got.values()) <= 4 * n + 2 * b + 3
+
+
+def test_fuzzy_dedup_verifies_two_partitions_at_a_time(tmp_path, monkeypatch):
+    """The exact check holds the shingle sets of the two partitions of an edge, never all candidates' at once, and
+    keeps what the in-memory check keeps."""
+    from gpupipe.stages.fuzzy import stage as fuzzy_stage
+
+    n = 5
+    inputs = write_parts(tmp_path / "in", _frames(_texts(80, 2), n))
+    loaded = []
+    real = fuzzy_stage.sets_of_tables
+    monkeypatch.setattr(fuzzy_stage, "sets_of_tables", lambda tables: loaded.append(len(tables)) or real(tables))
+    stage = FuzzyDedup(FuzzyDedup.Config(), RunContext(shuffle_buckets=3))
+    stats = stage.execute(StageJob(LocalExecutor(), tmp_path / "in", inputs, tmp_path / "out", stage.ctx))
+    assert stats.removed == {"near_duplicate": 40} and stats.extra["verified_edges"] > 0
+    assert loaded and max(loaded) <= 2 and len(loaded) > 1
 
 
 def test_substring_dedup_exchange_is_bounded(tmp_path, monkeypatch):

@@ -60,10 +60,11 @@ def _document(full: str, rel: str) -> dict:
     if not body.strip():
         raise _Reject("missing_text", "empty HTML file")
     try:
-        text, charset = decode_html(body)
+        d = decode_html(body)
     except DecodeError as e:
         raise _Reject("decode_error", str(e)) from None
-    return {"id": rel, "url": canonical_url(text), "html": text, "charset": charset}
+    return {"id": rel, "url": canonical_url(d.text), "html": d.text, "charset": d.charset,
+            "charset_source": d.source, "mojibake_suspect": d.suspect}
 
 
 def _read(full: str) -> bytes:

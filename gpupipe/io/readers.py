@@ -10,20 +10,20 @@ Documents always carry ``id`` (str, unique within the file and stable across rea
 """
 from __future__ import annotations
 
-import codecs
-import functools
 import json
 import os
-import re
 from dataclasses import dataclass
 from typing import Iterator, Union
+
+# HTML decoding (WHATWG sniffing, detection, mojibake check) lives in charset.py; readers import it from here.
+from .charset import Decoded, DecodeError, charset_from_content_type, decode_html  # noqa: F401
 
 FORMATS = ("warc", "jsonl", "parquet", "html_dir", "markdown_dir")
 
 # The reasons a record can be rejected; the pipeline's stats count these names.
 REASONS = (
     "unreadable_record",  # corrupt gzip member, truncated record, malformed header, bad JSON, bad row group
-    "decode_error",  # bytes invalid in the declared/assumed text encoding
+    "decode_error",  # bytes that fit no candidate encoding (HTML: gpupipe/io/charset.py), invalid UTF-8 (text)
     "not_response",  # WARC record that is not a response (warcinfo, request, metadata, ...)
     "http_status",  # HTTP status other than 200
     "not_html",  # Content-Type is not text/html or application/xhtml+xml
@@ -63,10 +63,6 @@ Item = Union[dict, Rejected]
 
 class ReaderError(Exception):
     """The input file (or directory) cannot be opened at all."""
-
-
-class DecodeError(ValueError):
-    """HTML bytes are not valid in the declared or assumed encoding."""
 
 
 def detect_format(path) -> str:
@@ -222,92 +218,3 @@ def text_document(record: dict, text: str, rid: str, text_field: str) -> dict:
             value = json.dumps(value, ensure_ascii=False, default=str)
         doc[key] = value
     return doc
-
-
-# ----------------------------------------------------------------------------- HTML decoding
-
-# WHATWG (what browsers do): several legacy labels really mean a superset encoding.
-# We try the superset first, then the label itself, so e.g. "iso-8859-1" pages with
-# smart quotes (cp1252 bytes 0x80-0x9f) decode as the author saw them.
-_SUPERSET = {
-    "iso8859-1": "cp1252",
-    "ascii": "cp1252",
-    "iso8859-9": "cp1254",
-    "iso8859-11": "cp874",
-    "tis-620": "cp874",
-    "shift_jis": "cp932",
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-    "big5": "big5hkscs",
-    "euc_kr": "cp949",
-}
-# Labels that Python does not know (or knows differently) mapped to a Python codec.
-_LABELS = {
-    "x-sjis": "cp932",
-    "windows-31j": "cp932",
-    "x-euc-jp": "euc_jp",
-    "ks_c_5601-1987": "cp949",
-    "x-gbk": "gb18030",
-    "x-mac-roman": "mac_roman",
-    "unicode-1-1-utf-8": "utf-8",
-    "x-user-defined": "cp1252",
-}
-
-_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.I)
-_HTTP_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.\-]+)""", re.I)
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-
-
-@functools.lru_cache(maxsize=256)
-def _codec(label: str | None) -> str | None:
-    """Canonical Python codec name for a charset label, or None if unusable."""
-    if not label:
-        return None
-    label = label.strip().strip("\"'").lower()
-    label = _LABELS.get(label, label)
-    try:
-        name = codecs.lookup(label).name
-        b"".decode(name)  # rejects non-text codecs such as "rot13" or "base64"
-    except (LookupError, ValueError):
-        return None
-    return name
-
-
-def charset_from_content_type(value: str | None) -> str | None:
-    m = _HTTP_CHARSET.search(value or "")
-    return m.group(1) if m else None
-
-
-def decode_html(body: bytes, declared: str | None = None) -> tuple[str, str]:
-    """Decode HTML bytes; return (text, codec used) or raise DecodeError.
-
-    Order: a BOM wins; else ``declared`` (e.g. HTTP Content-Type charset); else the
-    ``<meta charset>`` / ``http-equiv`` in the first 2 KB; else UTF-8. Decoding is strict.
-    cp1252 is tried only when no usable charset was declared; a declared charset that does
-    not fit the bytes is a decode error (guessing would silently produce mojibake).
-    """
-    for bom, name in _BOMS:
-        if body.startswith(bom):
-            return _strict(body[len(bom):], [name])
-
-    source, codec = "HTTP Content-Type", _codec(declared)
-    if codec is None:
-        m = _META_CHARSET.search(body, 0, 2048)
-        source, codec = "<meta> charset", _codec(m.group(1).decode("ascii")) if m else None
-        if codec and codec.startswith("utf-16"):
-            codec = "utf-8"  # an ASCII-compatible <meta> cannot really be UTF-16 (WHATWG rule)
-    if codec is None:
-        return _strict(body, ["utf-8", "cp1252"], "no charset declared")
-    candidates = [_SUPERSET[codec], codec] if codec in _SUPERSET else [codec]
-    return _strict(body, candidates, f"charset {codec} from {source}")
-
-
-def _strict(body: bytes, candidates: list[str], context: str = "BOM") -> tuple[str, str]:
-    err = None
-    for name in candidates:
-        try:
-            return body.decode(name), name
-        except UnicodeDecodeError as e:
-            err = e
-    raise DecodeError(f"bytes not valid in {'/'.join(candidates)} ({context}): "
-                      f"{err.reason} at body byte {err.start}")

@@ -859,17 +859,19 @@ def _document(rec: _Record, pos: int, name: str, ids: IdAllocator) -> dict:
     if not body.strip():
         raise _Reject("missing_text", "empty HTML body")
     try:
-        html, charset = decode_html(body, charset_from_content_type(content_type))
+        decoded = decode_html(body, charset_from_content_type(content_type))
     except DecodeError as e:
         raise _Reject("decode_error", str(e)) from None
     url = h.get("warc-target-uri", "").strip().strip("<>")
     return {
         "id": ids.claim(h.get("warc-record-id"), f"{name}:{pos}"),
         "url": url or None,
-        "html": html,
+        "html": decoded.text,
         "warc_date": h.get("warc-date", ""),
         "content_type": mime or "text/html",
-        "charset": charset,
+        "charset": decoded.charset,
+        "charset_source": decoded.source,
+        "mojibake_suspect": decoded.suspect,
     }
 
 

@@ -16,13 +16,13 @@ import json
 import logging
 import os
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 
 from gpupipe.config import ConfigError, InputConfig
+from gpupipe.io.charset import replaced_limit
 from gpupipe.io.parts import write_part
 from gpupipe.io.readers import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
                                 file_format, folder_format, iter_records, unsupported_detail, walk_files)
@@ -107,7 +107,8 @@ class ReadStage(Stage):
         self._log_skipped()
         results = job.executor.map(read_file_task, list(range(n)), self.files, self.formats,
                                    [self.config.text_field] * n, [self.config.source] * n,
-                                   [self.partitioning] * n, [job.out_dir] * n, progress=job.progress)
+                                   [self.partitioning] * n, [job.out_dir] * n,
+                                   [self.config.max_replaced_share] * n, progress=job.progress)
         total = StageStats()
         for r in results:
             total.merge(StageStats.from_dict(r))
@@ -156,10 +157,12 @@ def body_bytes(row: dict[str, Any]) -> int:
 
 
 def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
-                   partitioning: tuple[int, int], out_dir: Path) -> dict[str, Any]:
+                   partitioning: tuple[int, int], out_dir: Path,
+                   max_replaced_share: float = 0.01) -> dict[str, Any]:
     """Read one input file, streaming, into parts `part-FFFF-PPPPPP.parquet` of at most (documents, bytes) =
     `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
-    to rejects.jsonl."""
+    to rejects.jsonl. HTML documents' `charset_source` and `charset`, and `mojibake_suspect` ones, are counted in
+    extra (`charset_source_detected`, `charset_gb18030`, `mojibake_suspect`, ...)."""
     max_docs, max_bytes = partitioning
     t0 = time.perf_counter()
     stats = StageStats()
@@ -178,7 +181,8 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
         write_part(df, out_dir / f"part-{file_no:04d}-{part_no:06d}.parquet")
         rows, part_no, held = [], part_no + 1, 0
 
-    with annotate("gpupipe/read"), open(rejects_path, "w", encoding="utf-8") as rej:
+    with annotate("gpupipe/read"), replaced_limit(max_replaced_share), \
+            open(rejects_path, "w", encoding="utf-8") as rej:
         for record_no, rec in enumerate(input_items(path, fmt, text_field)):
             stats.docs_in += 1
             if isinstance(rec, Rejected):
@@ -187,6 +191,10 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
                                       "detail": rec.detail}, ensure_ascii=False) + "\n")
                 continue
             row = _record_row(rec, file_no, record_no, source)
+            if "charset_source" in row:
+                stats.extra[f"charset_source_{row['charset_source']}"] += 1
+                stats.extra[f"charset_{row['charset']}"] += 1
+                stats.extra["mojibake_suspect"] += row.get("mojibake_suspect") is not None
             size = body_bytes(row)
             if rows and held + size > max_bytes:
                 flush()
@@ -197,5 +205,5 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
                 flush()
         if rows or part_no == 0 and stats.docs_out:
             flush()
-    stats.extra = Counter({f"format_{fmt}": 1})
+    stats.extra[f"format_{fmt}"] += 1
     return stats.to_dict("read", time.perf_counter() - t0)

@@ -5,7 +5,10 @@
   edges-G     per bucket: star edges of its (band, hash) buckets (`edges-gG`, one file per bucket with edges)
   candidates  driver: the edges, each pair once; their documents (`candidates`)
   shingles    per partition, with `verify`: shingle sets of its candidate documents (`shingles`)
-  verify      driver: true Jaccard per edge, edges below the threshold cut
+  pair-up     driver: the edges grouped by the two partitions their documents are in (`pairs`)
+  verify      per partition pair: true Jaccard per edge from the two partitions' sets, edges below the threshold
+              cut (a task holds two partitions' candidate sets at most; the driver, 16 bytes per edge)
+  verified    driver: the kept edges, in (u, v) order
   cluster     driver: connected components, one keeper per cluster; the others sent to their partitions
               (`removals`). The driver holds cluster members only, never all documents.
   apply       per partition: its removals dropped as `near_duplicate`
@@ -43,7 +46,9 @@ class FuzzyDedup(GlobalStage):
                     Phase(f"edges-{g}", edges, over=BUCKETS, arg=lambda run, g=g: g)]
         out.append(Phase("candidates", candidates, over=DRIVER))
         if self.config.verify:
-            out += [Phase("shingles", shingles), Phase("verify", verify, over=DRIVER)]
+            out += [Phase("shingles", shingles), Phase("pair-up", pair_up, over=DRIVER),
+                    Phase("verify", verify, over=lambda run: run.state["pairs"]),
+                    Phase("verified", verified, over=DRIVER)]
         return out + [Phase("cluster", cluster, over=DRIVER), Phase("apply", removals_of, over=APPLY),
                       Phase("sample-texts", sample_texts, over=PARTITIONS, arg=lambda run: run.state["wanted"]),
                       Phase("sample", write_sample, over=DRIVER)]
@@ -98,26 +103,49 @@ def candidates(stage: FuzzyDedup, run: PhaseRun) -> None:
         ex.put("candidates", 0, pd.DataFrame({"doc_index": np.union1d(e["u"], e["v"])}))
 
 
-def shingles(stage: FuzzyDedup, task: Task) -> None:
+def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
+    """The shingle sets of this partition's candidates (exchange `shingles`); returns their doc_index."""
     wanted = task.exchange.get("candidates", 0)
     if wanted is None:
-        return
+        return np.zeros(0, np.int64)
     df = read_part(task.item)
     df = df[df["doc_index"].isin(wanted["doc_index"].to_numpy())]
     if df.empty:
-        return
+        return np.zeros(0, np.int64)
     texts = texts_of(df)
     sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config)
     task.exchange.put("shingles", task.index, shingle_table(sets))
+    return sets.doc_index
 
 
-def verify(stage: FuzzyDedup, run: PhaseRun) -> None:
+def pair_up(stage: FuzzyDedup, run: PhaseRun) -> None:
+    """The candidate edges grouped by the pair of partitions that hold their two documents (exchange `pairs`),
+    so that each verify task loads the shingle sets of two partitions at most, never all candidates'."""
     e = run.state["edges"]
-    if len(e):
-        ex = run.exchange
-        sets = sets_of_tables([ex.get_table("shingles", k) for k in ex.keys("shingles")])
-        run.state["edges"] = e = verify_edges(e, sets, stage.config.threshold)
-        run.extra["verified_edges"] = len(e)
+    held = run.results["shingles"]
+    doc = np.concatenate(held) if held else np.zeros(0, np.int64)
+    part = np.repeat(np.arange(len(held), dtype=np.int64), [len(h) for h in held])
+    order = np.argsort(doc, kind="stable")
+    pu, pv = (part[order][np.searchsorted(doc[order], e[c].to_numpy(np.int64))] for c in ("u", "v"))
+    lo, hi = np.minimum(pu, pv), np.maximum(pu, pv)
+    pairs, group = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+    run.exchange.send("pairs", 0, e, group.reshape(-1))   # one file, a destination per partition pair
+    run.state["pairs"] = [(g, int(a), int(b)) for g, (a, b) in enumerate(pairs.tolist())]
+
+
+def verify(stage: FuzzyDedup, task: Task) -> pd.DataFrame:
+    """True Jaccard of one partition pair's candidate edges; those below the threshold are cut."""
+    g, a, b = task.item
+    ex = task.exchange
+    sets = sets_of_tables([ex.get_table("shingles", p) for p in sorted({a, b})])
+    return verify_edges(ex.receive("pairs", g), sets, stage.config.threshold)
+
+
+def verified(stage: FuzzyDedup, run: PhaseRun) -> None:
+    found = [r for r in run.results["verify"] if len(r)]
+    e = pd.concat(found, ignore_index=True) if found else run.state["edges"].assign(jaccard=1.0).iloc[:0]
+    run.state["edges"] = e.sort_values(["u", "v"], kind="stable").reset_index(drop=True)
+    run.extra["verified_edges"] = len(e)
 
 
 def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
