@@ -4,8 +4,8 @@ numba keys a cached function by its own file's timestamp and size only, but the 
 every helper the function calls or inlines from other modules (`kernels/_mersenne.py`, the UTF-8 decoder in
 `kernels/minhash.py`, ...). After an edit or a `git pull` that changes only a helper's file, numba would load the
 old code for its callers, silently. So the cache is stamped with a digest of all of gpupipe's Python sources and
-dropped when that digest changes. Costs a few milliseconds per import; never raises (a read-only install just
-keeps numba's own behaviour).
+dropped when that digest changes, wherever numba keeps it (beside the sources, or under NUMBA_CACHE_DIR). Costs a
+few milliseconds per import; never raises (a read-only install just keeps numba's own behaviour).
 """
 
 from __future__ import annotations
@@ -32,25 +32,38 @@ def sources_digest(roots: list[Path]) -> str:
     return h.hexdigest()
 
 
-def drop_stale_cache(roots: list[Path] | None = None) -> bool:
-    """Delete numba's cache files under the roots when the sources changed since they were written; True if so."""
+def _cache_folders(roots: list[Path], cache_dir: str) -> list[Path]:
+    """Where numba keeps the cache of every source folder under the roots: `__pycache__` beside the sources, or
+    with NUMBA_CACHE_DIR one folder per source folder named as numba's UserProvidedCacheLocator names it
+    (the folder's name, "_", sha1 of its absolute path), so other projects' caches there are left alone."""
+    folders = sorted({p.parent for root in roots for p in root.rglob("*.py")})
+    if not cache_dir:
+        return [f / "__pycache__" for f in folders]
+    base = Path(os.path.abspath(cache_dir))
+    return [base / f"{f.name}_{hashlib.sha1(os.path.abspath(f).encode()).hexdigest()}" for f in folders]
+
+
+def drop_stale_cache(roots: list[Path] | None = None, cache_dir: str | None = None) -> bool:
+    """Delete numba's cache files of gpupipe's sources when the sources changed since they were written; True if
+    so. `cache_dir`: numba's NUMBA_CACHE_DIR (default: the environment's); each cache location has its own stamp."""
     try:
         roots = _roots() if roots is None else roots
+        cache_dir = os.environ.get("NUMBA_CACHE_DIR", "") if cache_dir is None else cache_dir
         digest = sources_digest(roots)
-        stamp = roots[0] / "__pycache__" / _STAMP
+        where = hashlib.sha1(str(roots[0].resolve()).encode()).hexdigest()[:12]
+        stamp = (Path(cache_dir) / f"{where}-{_STAMP}") if cache_dir else roots[0] / "__pycache__" / _STAMP
         if stamp.is_file() and stamp.read_text().strip() == digest:
             return False
-        for root in roots:
-            for f in root.rglob("__pycache__/*.nb[ic]"):
+        for folder in _cache_folders(roots, cache_dir):
+            for f in folder.glob("*.nb[ic]"):
                 f.unlink(missing_ok=True)
-        stamp.parent.mkdir(exist_ok=True)
-        tmp = stamp.with_name(f"{_STAMP}.{os.getpid()}")
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}")
         tmp.write_text(digest)
         os.replace(tmp, stamp)
         return True
     except OSError:
         return False
-
 
 
 

@@ -141,13 +141,16 @@ def test_aggregation_votes_by_characters_among_confident_paragraphs():
     assert agg.loc[1, "lang"] == "fr" and agg.loc[1, "lang_score"] == pytest.approx(0.4)
 
 
-def test_one_predict_call_with_a_list_per_partition(model_stage):
+def test_one_kernel_call_per_partition(model_stage):
     calls = []
 
     class Spy:
-        def predict(self, texts, k=1):
-            calls.append(texts)
-            return model_stage._model.predict(texts, k=k)
+        def predict_buffers(self, data, offsets, **kw):
+            calls.append((len(offsets) - 1, kw))
+            return model_stage._model.predict_buffers(data, offsets, **kw)
+
+        def get_labels(self):
+            return model_stage._model.get_labels()
 
     for level in ("document", "paragraph"):
         calls.clear()
@@ -155,8 +158,8 @@ def test_one_predict_call_with_a_list_per_partition(model_stage):
         stage._model = Spy()
         fruit = "\n".join(["苹果", "香蕉", "橘子", "葡萄", "西瓜", "草莓", "桃子", "梨子", "李子", "杏子", "枣子"])
         stage.transform(_frame(["\n".join(EN_PARAS), "\n".join(ZH_PARAS), "ok", fruit]))
-        assert len(calls) == 1 and isinstance(calls[0], list) and all("\n" not in t for t in calls[0])
-        assert len(calls[0]) == (3 if level == "document" else 7)  # 3 + 3 paragraphs + 1 whole short-line doc
+        # newlines are folded to spaces and long texts sampled in the kernel, as spread_sample(...).replace does
+        assert calls == [(3 if level == "document" else 7, {"max_chars": 10_000, "newline_is_space": True})]
 
 
 def test_empty_partition(model_stage):

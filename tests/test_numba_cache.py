@@ -12,15 +12,42 @@ def test_cache_dropped_when_any_source_changes(tmp_path):
     other = pkg / "__pycache__" / "mod.cpython-311.pyc"
     for f in (*cached, other):
         f.write_bytes(b"old")
-    assert drop_stale_cache([pkg, helpers]) is True          # no stamp yet: unknown provenance, dropped
+    assert drop_stale_cache([pkg, helpers], "") is True      # no stamp yet: unknown provenance, dropped
     assert not any(f.exists() for f in cached) and other.exists()
     for f in cached:
         f.write_bytes(b"fresh")
-    assert drop_stale_cache([pkg, helpers]) is False         # same sources: kept
+    assert drop_stale_cache([pkg, helpers], "") is False     # same sources: kept
     assert all(f.exists() for f in cached)
     (helpers / "mod.py").write_text("x = 2\n")               # only a helper's file changed
-    assert drop_stale_cache([pkg, helpers]) is True
+    assert drop_stale_cache([pkg, helpers], "") is True
     assert not any(f.exists() for f in cached)
+
+
+def test_cache_under_numba_cache_dir_dropped_too(tmp_path):
+    """With NUMBA_CACHE_DIR numba keeps the cache in one folder per source folder there; those of gpupipe's
+    sources are dropped on a change, another project's are not."""
+    import hashlib
+    import os
+
+    import numba
+    from numba.core.caching import _CacheLocator
+
+    src, cache = tmp_path / "src" / "kernels", tmp_path / "cache"
+    src.mkdir(parents=True)
+    (src / "k.py").write_text("x = 1\n")
+    mine = cache / _CacheLocator.get_suitable_cache_subpath(str(src / "k.py"))
+    assert mine.name == f"kernels_{hashlib.sha1(os.path.abspath(src).encode()).hexdigest()}"
+    theirs = cache / "other_0123"
+    for d in (mine, theirs):
+        d.mkdir(parents=True)
+        (d / "k.f-1.py311.nbi").write_bytes(b"old")
+    assert drop_stale_cache([src], str(cache)) is True
+    assert not (mine / "k.f-1.py311.nbi").exists() and (theirs / "k.f-1.py311.nbi").exists()
+    (mine / "k.f-1.py311.nbi").write_bytes(b"fresh")
+    assert drop_stale_cache([src], str(cache)) is False and (mine / "k.f-1.py311.nbi").exists()
+    (src / "k.py").write_text("x = 2\n")
+    assert drop_stale_cache([src], str(cache)) is True and not (mine / "k.f-1.py311.nbi").exists()
+    assert numba.config.CACHE_DIR == os.environ.get("NUMBA_CACHE_DIR", "")
 
 
 def test_roots_cover_the_kernels():
