@@ -19,6 +19,8 @@ def test_wheel_has_kernels_and_cuda_sources(tmp_path):
     cu = {Path(n).name for n in names if n.startswith("gpupipe/kernels/") and n.endswith((".cu", ".cuh"))}
     assert cu == {p.name for p in (ROOT / "kernels").glob("*.cu*")} and cu
     assert "gpupipe/kernels/text_hash.py" in names
+    sources = {str(p.relative_to(ROOT)) for p in (ROOT / "gpupipe").rglob("*.py") if "__pycache__" not in p.parts}
+    assert sources - set(names) == set(), "packages missing from pyproject's [tool.setuptools] packages"
     assert not any(n.startswith("kernels/") for n in names), "kernels must install as gpupipe.kernels only"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "gpupipe = gpupipe.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

@@ -1,5 +1,12 @@
-"""Main-text extraction: trafilatura (default, favouring precision, with its own fallback extractors) or
-resiliparse (a C++ extractor, about 10x faster, a few points of F1 lower; `profiling/bench_extract.py` measures both).
+"""Main-text extraction: trafilatura (default, favouring precision, with its own fallback extractors), resiliparse
+(a C++ extractor, about 10x faster, a few points of F1 lower), `fast` (gpupipe's own block scorer on selectolax's
+Lexbor DOM, gpupipe/extract/fast.py: about 5x trafilatura's pages/s, 0.01 F1 below it on the news benchmark) or
+`auto` (fast, with trafilatura for the pages where fast kept little text). `profiling/bench_extract.py` measures all.
+
+Every page runs under a time bound (`extract_timeout` seconds, gpupipe/extract/timeout.py): a page past it is
+stopped and dropped as `extract_timeout`; the partition goes on. The stage's extra stats carry `extract_ms` (time in
+the extractor, summed: pages/s = docs / extract_ms), `peak_extract_page_ms` (the slowest page) and, for `auto`,
+`extract_fallback` (pages sent to trafilatura); the slowest pages of a partition are logged with their ids.
 
 `deduplicate` stays off: trafilatura's dedup keeps an LRU cache across calls, so re-running the same pages would
 return empty text. Dedup is a stage of its own here. Partitions run in parallel through the executor; within a
@@ -13,30 +20,39 @@ through unchanged. A page the extractor raises on is dropped as `extract_error`,
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from typing import Callable, Literal
 
 import pandas as pd
 
 from gpupipe.config import Strict
+from gpupipe.extract.timeout import PageTimeout, time_limit
 from gpupipe.stages.base import MapStage, text_bytes
 
 log = logging.getLogger("gpupipe")
 
 LOGGED_ERRORS = 3  # extract_error examples logged per partition; the per-class counts cover the rest
+LOGGED_SLOWEST = 3  # slowest pages logged per partition
+# `auto`: pages where the fast extractor kept fewer characters than this go to trafilatura. Chosen on the even-indexed
+# half of the 181 benchmark pages (profiling/bench_extract.py reports that half, the other half and all 181).
+AUTO_FALLBACK_CHARS = 1000
 
 
 class ExtractConfig(Strict):
     # trafilatura, seed 002 §1.2's options. On the scrapinghub article-extraction benchmark (181 pages) precision
     # mode is the better choice, not just the seed's: F1 0.964 against 0.953 for trafilatura's defaults and 0.960
     # with favor_precision off (bench_extract.py), so the seed's settings are also the defaults here.
-    extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
+    # `fast` / `auto` (gpupipe/extract/fast.py) do not reach trafilatura's F1 on that benchmark (bench_extract.py,
+    # docs/design.md "Main-text extraction"), so they are not the default.
+    extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "trafilatura"
     favor_precision: bool = True        # trafilatura only
     include_tables: bool = True         # resiliparse: false skips <table> elements
     include_comments: bool = False      # resiliparse: its `comments` option
     fallback: bool = True               # trafilatura's readability/jusText fallbacks when its own heuristics fail
     max_html_bytes: int = 5_000_000     # giant pages are counted and skipped, not parsed for minutes
     keep_html: bool = False             # carry the raw HTML on (large) for later inspection
+    extract_timeout: float = 30.0       # seconds per page; a page past it is stopped and counted; 0 = no limit
 
 
 # resiliparse options chosen on the benchmark: block formatting kept (paragraph and line breaks feed the line
@@ -70,7 +86,33 @@ def resiliparse_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str
     return extract
 
 
-EXTRACTORS = {"trafilatura": trafilatura_extractor, "resiliparse": resiliparse_extractor}
+def fast_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str | None]:
+    from gpupipe.extract.fast import extract_text
+
+    def extract(html: str, url: str | None) -> str | None:
+        return extract_text(html, tables=cfg.include_tables).text
+    return extract
+
+
+class _Auto:
+    """fast first; trafilatura (the configured options) where fast kept under AUTO_FALLBACK_CHARS characters."""
+
+    def __init__(self, cfg: ExtractConfig) -> None:
+        from gpupipe.extract.fast import extract_text
+
+        self._fast, self._slow, self._tables = extract_text, trafilatura_extractor(cfg), cfg.include_tables
+        self.fallbacks = 0
+
+    def __call__(self, html: str, url: str | None) -> str | None:
+        result = self._fast(html, tables=self._tables)
+        if result.content_chars >= AUTO_FALLBACK_CHARS:
+            return result.text
+        self.fallbacks += 1
+        return self._slow(html, url) or result.text
+
+
+EXTRACTORS = {"trafilatura": trafilatura_extractor, "resiliparse": resiliparse_extractor, "fast": fast_extractor,
+              "auto": _Auto}
 
 
 def too_large(html: str, max_bytes: int) -> bool:
@@ -98,18 +140,32 @@ class Extract(MapStage):
             return None, "empty_html", None
         if too_large(html, self.config.max_html_bytes):
             return None, "html_too_large", None
+        t0 = time.perf_counter()
         try:
-            text = self._extract(html, url)
+            with time_limit(self.config.extract_timeout):
+                text = self._extract(html, url)
+        except PageTimeout:   # stopped: the page is dropped, the partition goes on
+            return None, "extract_timeout", None
         except Exception as e:  # a page the extractor chokes on is a counted reason, not a failed run
             return None, "extract_error", e
+        finally:
+            self._times.append(time.perf_counter() - t0)
         return (text, None, None) if text and text.strip() else (None, "no_main_text", None)
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         """text and _why per row, plus `_error`: the exception class of an extract_error."""
-        htmls, texts = _cells(df, "html"), _cells(df, "text")
-        results = [(text, None, None) if keeps_text(text, html) else self._one(html, url)
-                   for html, url, text in zip(htmls, _cells(df, "url"), texts)]
-        _log_errors(_cells(df, "id"), [err for _, _, err in results])
+        htmls, texts, ids = _cells(df, "html"), _cells(df, "text"), _cells(df, "id")
+        self._times, timed_ids, results = [], [], []
+        for html, url, text, doc_id in zip(htmls, _cells(df, "url"), texts, ids):
+            if keeps_text(text, html):
+                results.append((text, None, None))
+                continue
+            n = len(self._times)
+            results.append(self._one(html, url))
+            if len(self._times) > n:
+                timed_ids.append(doc_id)
+        self._timing = list(zip(self._times, timed_ids))
+        _log_errors(ids, [err for _, _, err in results])
         df = df.assign(text=[t or "" for t, _, _ in results], _why=[w for _, w, _ in results],
                        _error=[type(e).__name__ if e is not None else None for _, _, e in results])
         return df if self.config.keep_html or "html" not in df.columns else df.drop(columns=["html"])
@@ -119,7 +175,18 @@ class Extract(MapStage):
 
     def run_partition(self, df):
         passed = [keeps_text(t, h) for t, h in zip(_cells(df, "text"), _cells(df, "html"))]
+        fallbacks0 = getattr(self._extract, "fallbacks", 0)
+        self._timing = []
         kept, rejects, stats = super().run_partition(df if "html" in df.columns else df.assign(html=None))
+        if self._timing:
+            stats.extra["extract_ms"] += round(sum(t for t, _ in self._timing) * 1000)
+            slowest = sorted(self._timing, key=lambda x: x[0], reverse=True)[:LOGGED_SLOWEST]
+            stats.extra["peak_extract_page_ms"] = round(slowest[0][0] * 1000)
+            log.info("extract: %d pages, %.1f pages/s; slowest: %s", len(self._timing),
+                     len(self._timing) / max(sum(t for t, _ in self._timing), 1e-9),
+                     ", ".join(f"{i} {t * 1000:.0f} ms" for t, i in slowest))
+        if hasattr(self._extract, "fallbacks"):
+            stats.extra["extract_fallback"] += self._extract.fallbacks - fallbacks0
         if any(passed):  # bytes_in counts the HTML; documents that pass through bring their text
             stats.bytes_in += text_bytes(df.loc[passed, "text"])
         stats.extra.update(Counter(f"extract_error_{cls}" for cls in rejects["_error"].dropna()))

@@ -1,0 +1,94 @@
+"""A per-page time bound that really stops the page: a watchdog thread raises `PageTimeout` inside the thread that
+runs the extractor (CPython's PyThreadState_SetAsyncExc), so the extractor unwinds and the thread goes on with the
+next page. Nothing is left running.
+
+Why not the alternatives: `signal.setitimer` works only in the main thread, and Dask runs tasks in worker threads;
+a child process per page costs milliseconds of fork/pickle per page (more than the fast extractor itself); a thread
+that is abandoned keeps burning the CPU. The asynchronous exception is checked between bytecodes, so pure-Python
+work (trafilatura's loops, our block walk) stops within microseconds of the deadline; a single long C call (lxml
+parsing a giant page) finishes first, which `max_html_bytes` bounds. `PageTimeout` derives from BaseException so
+that the extractors' own `except Exception` handlers (trafilatura has several) do not swallow it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import time
+from contextlib import contextmanager
+
+
+class PageTimeout(BaseException):
+    """A page ran past its time limit."""
+
+
+
+
+def _set_async_exc(tid: int, exc) -> None:
+    """Raise `exc` asynchronously in thread `tid`; exc None (a NULL pointer) clears a pending one."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), None if exc is None else ctypes.py_object(exc))
+
+
+class _Watchdog:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active: dict[int, tuple[int, float]] = {}   # token -> (thread id, deadline)
+        self._fired: set[int] = set()
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():   # also after a fork
+            self._thread = threading.Thread(target=self._run, name="gpupipe-extract-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for token, (tid, deadline) in list(self._active.items()):
+                    if deadline <= now and token not in self._fired:
+                        self._fired.add(token)
+                        _set_async_exc(tid, PageTimeout)
+                pending = [d for t, (_, d) in self._active.items() if t not in self._fired]
+                self._cond.wait(timeout=max(0.0, min(pending) - now) if pending else None)
+
+    def start(self, seconds: float) -> int:
+        with self._cond:
+            self._ensure_thread()
+            token = next(self._tokens)
+            self._active[token] = (threading.get_ident(), time.monotonic() + seconds)
+            self._cond.notify()
+            return token
+
+    def stop(self, token: int) -> bool:
+        """Deregister; True when the watchdog fired (any exception it left pending is cleared)."""
+        with self._cond:
+            tid, _ = self._active.pop(token)
+            fired = token in self._fired
+            self._fired.discard(token)
+            if fired:
+                _set_async_exc(tid, None)   # NULL clears an exception not yet delivered
+            return fired
+
+
+_WATCHDOG = _Watchdog()
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Raise PageTimeout in this thread if the block runs longer than `seconds` (None or <= 0: no limit)."""
+    if not seconds or seconds <= 0:
+        yield
+        return
+    token = _WATCHDOG.start(seconds)
+    fired = False
+    try:
+        yield
+    except PageTimeout:
+        fired = True
+    finally:
+        fired = _WATCHDOG.stop(token) or fired
+    if fired:
+        raise PageTimeout(f"page took more than {seconds:g} s")
