@@ -1,5 +1,3 @@
-import sys
+from gpupipe.cli import entry
 
-from gpupipe.cli import main
-
-sys.exit(main())
+entry()

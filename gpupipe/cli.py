@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import signal
 import sys
 import time
@@ -188,6 +189,28 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    import json
+
+    from gpupipe.plan import parse_tokens, plan_builtin, plan_from_run, plan_summary, plan_table
+
+    try:
+        target = parse_tokens(args.tokens)
+        if args.run_dir and not (Path(args.run_dir) / "stats.json").is_file():
+            return fail(f"{args.run_dir} is not a finished run directory (no stats.json)", 2)
+        plan = (plan_from_run(args.run_dir, target, args.cpus, args.gpus) if args.run_dir
+                else plan_builtin(target, args.cpus, args.gpus))
+    except ValueError as e:
+        return fail(f"plan: {e}", 2)
+    if args.json:
+        print(json.dumps(plan, indent=2, ensure_ascii=False))
+        return 0
+    console.print(plan_table(plan))
+    for line in plan_summary(plan):
+        console.print(line)
+    return 0
+
+
 def cmd_minhash_params(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -252,6 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--docs", type=int, default=300, help="HTML pages of the synthetic crawl (default 300)")
     w.set_defaults(fn=cmd_warmup)
 
+    pl = sub.add_parser("plan", help="estimate CPU/GPU hours and storage for a token target (seed 002 资源估算)",
+                        description=(
+        "Scale a finished run's measured stage times, survival rates and file sizes (or, without RUN_DIR, seed "
+        "002's reference table per 1T tokens) to a token target: CPU core-hours, GPU-hours, temporary and final "
+        "storage per stage, and the raw crawl needed (gpupipe/plan.py says how)."))
+    pl.add_argument("run_dir", nargs="?", help="a finished run to scale (default: seed 002's reference table)")
+    pl.add_argument("--tokens", required=True, help="token target, e.g. 1T, 500B, 2.5M")
+    pl.add_argument("--cpus", type=int, help="CPU cores available: also print the wall-clock hours")
+    pl.add_argument("--gpus", type=int, help="GPUs available: also print the wall-clock hours")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON (every stage)")
+    pl.set_defaults(fn=cmd_plan)
+
     from gpupipe.stages.fuzzy import FuzzyDedupConfig
 
     m = sub.add_parser("minhash-params", help="choose LSH bands x rows for a Jaccard threshold", description=(
@@ -276,6 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train_quality_parser(sub)
 
+    from gpupipe.models.train import add_train_classifier_parser
+
+    add_train_classifier_parser(sub)
+
     from gpupipe.report import add_audit_parser, add_report_parser
 
     add_report_parser(sub)
@@ -295,5 +334,16 @@ def main(argv: list[str] | None = None) -> int:
         return fail("interrupted", 130)
 
 
+def entry() -> None:
+    """The `gpupipe` console script: `main`, then the process ends without tearing the interpreter down. Every
+    output is written and closed by then (run files are atomic, the log handler is closed, a Dask cluster is shut
+    down in `run_pipeline`); freeing the modules and objects of a large run one by one costs up to a second
+    that a user would wait for."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

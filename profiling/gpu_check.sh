@@ -2,7 +2,7 @@
 # The one script to run on a GPU machine, from anywhere in the repo: machine info, the kernel
 # tests (GPU parity included), the cuDF tests when cuDF is installed (string buffers read in place,
 # and a `gpupipe run` on cuDF frames giving the CPU's shards; reported as skipped otherwise), then
-# the benchmarks (text_hash, minhash, ngram_hash). Needs only python3 with numpy, numba, pyarrow
+# the benchmarks (text_hash, minhash, ngram_hash, the transformer classifier). Needs only python3 with numpy, numba, pyarrow
 # and cupy (pytest, pandas, xxhash used when present). Whole run: well under 5 minutes.
 # With $OUT set, everything printed is also written to $OUT/gpu_check.txt.
 set -euo pipefail
@@ -78,6 +78,15 @@ timeout 120 "$PY" profiling/bench_minhash_kernel.py --docs 20000 || status=$?
 echo
 echo "== benchmark: ngram_hash (decontamination lookup, kernel only; exits non-zero on a CPU/GPU mismatch)"
 timeout 90 "$PY" profiling/bench_decontam.py --kernel-only --docs 20000 || status=$?
+
+echo
+echo "== benchmark: transformer classifier (random BERT-base size, 512 tokens, bf16; target 5B tokens/GPU-hour)"
+if "$PY" -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+    timeout 300 "$PY" profiling/bench_classifier.py --device cuda --size base --max-length 512 --docs 8192 \
+        --batch-size 256 --check || status=$?
+else
+    echo "skipped: needs torch with CUDA and transformers (pip install transformers)"
+fi
 
 echo
 echo "== loader: DLPack hand-off (zero copy, stream safety, H2D throughput)"

@@ -39,6 +39,7 @@ THRESHOLDS: dict[str, list[tuple[str, list[str]]]] = {
                    ("q_mean_word_length", ["min_mean_word_length", "max_mean_word_length"]),
                    ("q_cjk_fraction", ["cjk_fraction_skip_mean"])],
     "quality_classifier": [("quality_score", ["min_score"])],
+    "classifier": [(".+", ["min_score"])],   # its score column, named by its config (`column`)
     "perplexity": [("perplexity", ["min_perplexity", "max_perplexity"])],
     "quality": [
         ("q_zh_chars", ["zh.min_chars", "zh.max_chars"]),
@@ -147,6 +148,11 @@ def thresholds(stage: str, cfg: dict[str, Any], column: str) -> list[tuple[str, 
 
 
 
+def model_columns(run: Run, i: int) -> set[str]:
+    """The score column of a `classifier` stage (a signal whatever its configured name)."""
+    return {run.stage_config(i).get("column", "model_score")} if run.stages[i]["name"] == "classifier" else set()
+
+
 def _read_values(paths: list[Path], columns: list[str], seed: int) -> dict[str, np.ndarray]:
     """The columns over the parts (those lacking a column skip it), sampled down to about MAX_VALUES rows (seeded).
     On a large run only a random subset of parts holding ~2x that many rows is read, so the cost stays bounded."""
@@ -187,7 +193,8 @@ def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
     schema = pq.ParquetFile(parts[0]).schema_arrow
     before = set(stage_columns(run.folder(i - 1))) if i else set()
     cols = [f.name for f in schema if f.name in own and f.name not in before
-            and (f.name.startswith("q_") and not f.name.startswith("q_scope_") or f.name in SIGNAL_COLUMNS)
+            and (f.name.startswith("q_") and not f.name.startswith("q_scope_") or f.name in SIGNAL_COLUMNS
+                 or f.name in model_columns(run, i))
             and (pat.is_integer(f.type) or pat.is_floating(f.type))]
     if not cols:
         return [], 0
@@ -381,17 +388,29 @@ def tokens_section(run: Run) -> str:
     seed = int(run.config.get("seed", 0))
     seq_len = next((run.stage_config(i).get("seq_len") for i in run.find("pack")), None)
     for i in run.find("tokenize"):
-        vals = _read_values(part_paths(run.folder(i)), ["n_tokens"], seed).get("n_tokens")
+        got = _read_values(part_paths(run.folder(i)), ["token_count", "n_tokens", "compression_ratio"], seed)
+        vals = got.get("token_count", got.get("n_tokens"))   # runs made before token_count have n_tokens only
         if vals is None:
             continue
         n = run.stages[i]["docs_out"]
         lines = [("seq_len", float(seq_len))] if seq_len else []
+        sample = ", a seeded sample" if len(vals) < n else ""
         body.append(figure(f"tokens-hist-{i:02d}", charts.histogram(vals, "tokens per document",
                                                                     "token count per document", lines),
                            {"documents": n, "histogram_of": int(len(vals)), "tokens": run.stages[i]["extra"]
                             .get("tokens")},
-                           f"{i:02d}-tokenize: tokens per document (n_tokens of its parts"
-                           f"{', a seeded sample' if len(vals) < n else ''}); dashed: pack's seq_len."))
+                           f"{i:02d}-tokenize: tokens per document (token_count of its parts{sample}); "
+                           f"dashed: pack's seq_len."))
+        if "compression_ratio" in got:
+            ratio = got["compression_ratio"]
+            body.append(figure(f"compression-hist-{i:02d}", charts.histogram(
+                ratio, "characters per token", "compression ratio per document"),
+                {"documents": n, "histogram_of": int(len(ratio))},
+                f"{i:02d}-tokenize: characters per token of each document (compression_ratio{sample})."))
+        for kind, label in (("by_language", "language"), ("by_source", "source")):
+            groups = (_metrics(run).get("token_stats") or {}).get(kind) or {}
+            if groups:
+                body.append(_token_stats_table(f"token-stats-{label}-{i:02d}", label, groups))
     m = run.manifest
     if m and m.get("tokens_per_source"):
         tps = m["tokens_per_source"]
@@ -407,6 +426,76 @@ def tokens_section(run: Run) -> str:
                                f"</tr>" for k, v in sorted(toks.items(), key=lambda kv: -kv[1])],
                               f"Tokens and characters per language ({i:02d}-tokenize extra)."))
     return section("tokens", "Tokens", "".join(body) or note("No tokenize stage in this run."))
+
+
+_Q = ("p10", "p50", "p90", "p99")
+
+
+def _token_stats_table(table_id: str, label: str, groups: dict[str, Any]) -> str:
+    rows = []
+    for k, g in sorted(groups.items(), key=lambda kv: -kv[1]["tokens"]):
+        tc, cr = g.get("token_count", {}), g.get("compression_ratio", {})
+        rows.append(f'<tr data-group="{e(k)}"><td>{e(k)}</td>{td(g["documents"], "documents")}'
+                    f'{td(g["tokens"], "tokens")}{td(g["chars"], "chars")}'
+                    f'{td(g["chars_per_token"], "chars_per_token")}'
+                    + "".join(td(tc.get(q), f"token_count_{q}") for q in _Q)
+                    + "".join(td(cr.get(q), f"compression_ratio_{q}") for q in _Q) + "</tr>")
+    return table(table_id, [label, "documents", "tokens", "characters", "chars/token",
+                            *(f"tokens {q}" for q in _Q), *(f"chars/token {q}" for q in _Q)], rows,
+                 f"Per-document token statistics per {label} (seed 002 §5.2): counts exact (tokenize counters), "
+                 f"quantiles over a seeded sample of the documents (stats.json metrics.token_stats).")
+
+
+def _metrics(run: Run) -> dict[str, Any]:
+    """stats.json `metrics`; computed here for a run made before they were written."""
+    if "metrics" not in run.stats:
+        from gpupipe.report.metrics import run_metrics
+
+        run.stats["metrics"] = run_metrics(run.stats, run.root, int(run.config.get("seed", 0)))
+    return run.stats["metrics"]
+
+
+def metrics_section(run: Run) -> str:
+    """Seed 002's dashboard (监控): pipeline health, data quality, output; the same numbers as RUN/metrics.prom."""
+    m = _metrics(run)
+    body = []
+    rows = [f'<tr data-stage="{e(h["name"])}"><td>{i:02d}-{e(h["name"])}</td>'
+            + "".join(td(h[k], k) for k in ("docs_per_second", "partition_seconds_p50", "partition_seconds_p99",
+                                            "errors", "error_rate", "retries")) + "</tr>"
+            for i, h in enumerate(m["stages"])]
+    body.append(table("health", ["stage", "docs/s", "partition p50 s", "partition p99 s", "errors", "error rate",
+                                 "retries"], rows,
+                      "Pipeline health. Errors: documents removed as unreadable_record, decode_error or "
+                      "extract_error; latency per partition task for map stages and tokenize (others: -); "
+                      "retries: tasks are not retried (a failed task fails the run, which resumes by stage)."))
+    hist = m["token_count_histogram"]
+    if hist:
+        labels = [f"{lo}-{2 * int(lo) - 1}" for lo in hist]
+        body.append(figure("token-count-bins", charts.bars(labels, list(hist.values()), "documents",
+                                                           "documents per token-count bin"), hist,
+                           "Token-count histogram of the output documents, exact: power-of-two bins "
+                           "(tokenize counters token_count_bin_<lo>, lo <= token_count < 2 lo)."))
+    if m["dedup_rate"]:
+        body.append(table("dedup-rate", ["stage", "documents removed", "bytes removed"],
+                          [f'<tr data-stage="{e(k)}"><td>{e(k)}</td>{td(r["docs"], "docs")}{td(r["bytes"], "bytes")}'
+                           f"</tr>" for k, r in m["dedup_rate"].items()], "Dedup rate by stage (share of its input)."))
+    for stage, bins in m["quality_scores"].items():
+        body.append(figure(f"quality-bins-{stage}", charts.bars(list(bins), list(bins.values()), "documents",
+                                                                f"{stage}: documents per score bin"), bins,
+                           f"{stage}: quality-score distribution (its score_bin_*/perplexity_bin_* counters)."))
+    if m["top_domains"]:
+        body.append(table("top-domains", ["domain", "documents", "tokens"],
+                          [f'<tr data-domain="{e(d["domain"])}"><td>{e(d["domain"])}</td>'
+                           f'{td(d["documents"], "documents")}{td(d["tokens"], "tokens")}</tr>'
+                           for d in m["top_domains"]],
+                          f"Top {len(m['top_domains'])} of {m['domains_total']:,} domains of the output documents."))
+    if m["sources"]:
+        body.append(table("sources", ["source", "documents", "tokens"],
+                          [f'<tr data-source="{e(k)}"><td>{e(k)}</td>{td(r["documents"], "documents")}'
+                           f'{td(r["tokens"], "tokens")}</tr>' for k, r in m["sources"].items()],
+                          "Category (source) distribution of the output documents."))
+    body.append(note("The same numbers, for a dashboard to scrape: RUN/metrics.prom (Prometheus text format)."))
+    return section("metrics", "Dashboard metrics", "".join(body))
 
 
 def mixture_section(run: Run) -> str:
@@ -446,9 +535,13 @@ def throughput_section(run: Run) -> str:
         mbps = round(s["bytes_in"] / 1e6 / s["seconds"], 3) if s["seconds"] else None
         rows.append(f'<tr data-stage="{e(s["name"])}"><td>{e(s["name"])}</td>{td(s["seconds"], "seconds")}'
                     f'{td(s.get("docs_per_second"), "docs_per_second")}{td(mbps, "mb_per_second")}'
+                    f'{td(s.get("partition_seconds_p50"), "partition_seconds_p50")}'
+                    f'{td(s.get("partition_seconds_p99"), "partition_seconds_p99")}'
                     f'{td(s.get("partitions"), "partitions")}{td(bool(s.get("resumed")), "resumed")}</tr>')
-    t = table("throughput", ["stage", "seconds", "docs/s", "MB/s (in)", "partitions", "resumed"], rows,
-              "A resumed stage shows the time of the run that made it.")
+    t = table("throughput", ["stage", "seconds", "docs/s", "MB/s (in)", "partition p50 s", "partition p99 s",
+                             "partitions", "resumed"], rows,
+              "A resumed stage shows the time of the run that made it. Partition p50/p99: wall time of one "
+              "partition task (map stages and tokenize; - for stages that do not run per partition).")
     return section("throughput", "Throughput", fig + t)
 
 
@@ -512,7 +605,7 @@ pre{background:#fff;border:1px solid #e4e4e4;padding:8px;overflow:auto;font-size
 
 SECTIONS = [("summary", "Run"), ("funnel", "Funnel"), ("languages", "Languages"), ("signals", "Quality signals"),
             ("dedup", "Duplicates"), ("tokens", "Tokens"), ("mixture", "Mixture"), ("throughput", "Throughput"),
-            ("counters", "Counters"), ("audit", "Audit"), ("config", "Config")]
+            ("metrics", "Dashboard"), ("counters", "Counters"), ("audit", "Audit"), ("config", "Config")]
 
 
 def render(run: Run, audit_index: dict[str, Any], audit_rows: int = AUDIT_ROWS_SHOWN) -> str:
@@ -521,7 +614,8 @@ def render(run: Run, audit_index: dict[str, Any], audit_rows: int = AUDIT_ROWS_S
     nav = "".join(f'<a href="#{sid}">{e(label)}</a>' for sid, label in SECTIONS)
     body = "".join([summary_section(run), funnel_section(run), languages_section(run), signals_section(run),
                     dedup_section(run), tokens_section(run), mixture_section(run), throughput_section(run),
-                    extra_section(run), audit_section(run, audit_index, audit_rows), config_section(run)])
+                    metrics_section(run), extra_section(run), audit_section(run, audit_index, audit_rows),
+                    config_section(run)])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{e(title)}</title><style>{CSS}</style></head><body>"

@@ -45,6 +45,52 @@ STAGE_STATS_SCHEMA: dict[str, Any] = {
         "parts_kept": {"type": "boolean", "description": "false for a stage that ran fused inside a chain of map "
                                                          "stages: its kept documents live on in the chain's last "
                                                          "stage and the later stages' rejects"},
+        "partition_seconds_p50": {"type": "number", "minimum": 0, "description": "median wall time of one "
+                                  "partition task (map stages and tokenize); absent for the others"},
+        "partition_seconds_p99": {"type": "number", "minimum": 0, "description": "99th percentile of the "
+                                  "partition task wall times (linear interpolation)"},
+    },
+}
+
+_RATE = {"type": ["number", "null"], "minimum": 0}
+_COUNTS = {"type": "object", "additionalProperties": _COUNT}
+_QUANT = {"type": "object", "additionalProperties": {"type": "number"}}
+_GROUP = {"type": "object", "additionalProperties": False, "required": ["documents", "tokens", "chars",
+                                                                        "chars_per_token"],
+          "properties": {"documents": _COUNT, "tokens": _COUNT, "chars": _COUNT, "chars_per_token": _RATE,
+                         "token_count": _QUANT, "compression_ratio": _QUANT}}
+
+METRICS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "seed 002's dashboard metrics (gpupipe/report/metrics.py; also RUN/metrics.prom)",
+    "required": ["stages", "languages", "quality_scores", "token_count_histogram", "dedup_rate",
+                 "tokens_by_language", "top_domains", "domains_total", "sources", "token_stats"],
+    "properties": {
+        "stages": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["name", "docs_per_second", "partition_seconds_p50", "partition_seconds_p99", "errors",
+                         "error_rate", "retries"],
+            "properties": {"name": {"type": "string"}, "docs_per_second": _RATE, "partition_seconds_p50": _RATE,
+                           "partition_seconds_p99": _RATE, "errors": _COUNT, "error_rate": _RATE,
+                           "retries": _COUNT}}},
+        "languages": _COUNTS,
+        "quality_scores": {"type": "object", "additionalProperties": _COUNTS},
+        "token_count_histogram": _COUNTS,
+        "dedup_rate": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["docs", "bytes"],
+            "properties": {"docs": _RATE, "bytes": {"type": ["number", "null"]}}}},
+        "tokens_by_language": _COUNTS,
+        "top_domains": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["domain", "documents", "tokens"],
+            "properties": {"domain": {"type": "string"}, "documents": _COUNT, "tokens": _COUNT}}},
+        "domains_total": _COUNT,
+        "sources": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["documents", "tokens"],
+            "properties": {"documents": _COUNT, "tokens": _COUNT}}},
+        "token_stats": {"type": "object", "additionalProperties": False, "properties": {
+            "by_language": {"type": "object", "additionalProperties": _GROUP},
+            "by_source": {"type": "object", "additionalProperties": _GROUP}}},
     },
 }
 
@@ -77,6 +123,7 @@ RUN_STATS_SCHEMA: dict[str, Any] = {
         "stages": {"type": "array", "items": STAGE_STATS_SCHEMA, "description": "one entry per stage, in order"},
         "empty": {"type": "string", "description": "present when the run yielded no documents: which stage "
                                                    "removed the last ones, and why"},
+        "metrics": METRICS_SCHEMA,
         "warnings": {"type": "array", "items": {"type": "string"},
                      "description": "what went wrong without failing the run (the report could not be written)"},
     },
@@ -194,5 +241,5 @@ def validate_run_dir(run_dir: str | Path) -> list[str]:
     return problems
 
 
-__all__ = ["RUN_STATS_SCHEMA", "STAGE_STATS_SCHEMA", "check_schema", "conservation_problems", "validate_run_dir",
-           "validate_stage_stats", "validate_stats"]
+__all__ = ["METRICS_SCHEMA", "RUN_STATS_SCHEMA", "STAGE_STATS_SCHEMA", "check_schema", "conservation_problems",
+           "validate_run_dir", "validate_stage_stats", "validate_stats"]

@@ -14,6 +14,7 @@ from gpupipe import __version__
 from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs
 from gpupipe.io.parts import atomic_write_text, part_paths
+from gpupipe.report.metrics import latency_fields, run_metrics, write_metrics
 from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
@@ -150,6 +151,7 @@ def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: boo
         d = total.to_dict(stage.name, wall * share)
         if results:
             d["columns"] = results[0][k]["columns"]
+        d.update(latency_fields([r[k]["seconds"] for r in results]))  # per-partition p50/p99 (the dashboards')
         if len(chain) > 1:
             d["parts_kept"] = keep_intermediate or k == len(chain) - 1
         out.append(d)
@@ -252,14 +254,22 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
     }
     if result["output_docs"] == 0:
         result["empty"] = explain_empty(stage_stats, run)
+    try:  # the dashboard metrics (gpupipe/report/metrics.py) are a view too: they never fail a run
+        result["metrics"] = run_metrics(result, run.root, cfg.seed)
+    except Exception as e:
+        log.exception("could not compute the run's metrics")
+        result["warnings"] = [f"could not compute metrics: {type(e).__name__}: {e}"]
     run.write_json("stats.json", result)
+    if "metrics" in result:
+        write_metrics(run.root, result)
     try:
         from gpupipe.report import write_report
 
         write_report(run.root)
     except Exception as e:  # the report is a view of the run: it never fails a run whose outputs are written
         log.exception("could not write %s", run.root / "report.html")
-        result["warnings"] = [f"could not write {run.root / 'report.html'}: {type(e).__name__}: {e}"]
+        result.setdefault("warnings", []).append(f"could not write {run.root / 'report.html'}: {type(e).__name__}: "
+                                                 f"{e}")
     if problems:
         raise ConservationError("documents were lost or invented:\n" + "\n".join(problems))
     if "empty" in result and not cfg.allow_empty:

@@ -8,9 +8,11 @@ from pydantic import ValidationError
 
 from gpupipe.stages.base import MapStage, RunContext, Stage
 from gpupipe.stages.chunk_markdown import ChunkMarkdown
+from gpupipe.stages.classifier import Classifier
 from gpupipe.stages.decontam import Decontaminate
 from gpupipe.stages.dedup_exact import ExactDedup
 from gpupipe.stages.fuzzy import FuzzyDedup
+from gpupipe.stages.semantic import SemanticDedup
 from gpupipe.stages.substring import SubstringDedup
 from gpupipe.stages.doc_filter import DocFilter
 from gpupipe.stages.extract import Extract
@@ -27,8 +29,8 @@ from gpupipe.stages.tokenize import Tokenize, TokenizeConfig
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
-                                            PerplexityFilter, PiiRedactor,
-                                            UrlDedup, ExactDedup, FuzzyDedup, SubstringDedup, Decontaminate, Tokenize,
+                                            PerplexityFilter, Classifier, PiiRedactor,
+                                            UrlDedup, ExactDedup, FuzzyDedup, SemanticDedup, SubstringDedup, Decontaminate, Tokenize,
                                             Mixture, Pack)}
 
 # Which stage must come right before another (they read its output files).

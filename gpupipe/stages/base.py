@@ -306,7 +306,13 @@ def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
     """Write what a stage removed (pandas or cuDF); returns the bytes a cuDF frame moved to the host."""
     cols = [c for c in ("id", "doc_index", "url", "reason", "text", "lang", "lang_score", "quality_score",
                         "perplexity") if c in rejects.columns]
-    cols += [c for c in rejects.columns if c.startswith("q_")]  # signals: the report draws removed docs too
+    # Signals and scores (every numeric column: q_* quality signals, classifier scores, ...): the report draws
+    # removed documents too. Numeric columns are a few bytes a document.
+    def signal(c: str) -> bool:
+        t = rejects[c].dtype
+        return c.startswith("q_") or (pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t))
+
+    cols += [c for c in rejects.columns if c not in cols and signal(c)]
     out = rejects[cols].copy()
     if "text" in out.columns:
         out["text"] = out["text"].str.slice(0, REJECT_TEXT_CHARS)

@@ -7,6 +7,10 @@ Options (the defaults keep the behaviour above):
   token (`pad_token`, default `<|pad|>`) in the tokenizer: add it to the tokenize stage's `special_tokens`.
 - `megatron: true` also writes `RUN/shards/megatron/data.bin|.idx` (Megatron-LM MMIDIDX v1, one sequence per
   document with its EOS, documents in packing input order), recorded in the manifest under `megatron`.
+- `format: parquet` writes the blocks as `shards/shard-NNNNN.parquet` instead (seed 002 §5.3 Format B: one row
+  per block, column `input_ids` a fixed-size list of `seq_len` ids of the shard dtype, zstd, `row_group_size` rows
+  per row group), for `datasets.load_dataset("parquet", data_files="RUN/shards/*.parquet")` and pyarrow as is;
+  the manifest says `shard_format: parquet` and lists each file's sha256; `gpupipe verify` checks them the same way.
 - After a `mixture` stage, each document is packed `copies` times, in passes: pass p packs, in input order, every
   document with copies >= p; the mixture ledger goes into the manifest under `mixture`."""
 
@@ -28,7 +32,7 @@ from gpupipe.stages.tokenize import TOKENIZER_FILE
 from gpupipe.tokens.bestfit import DEFAULT_WINDOW_DOCS, PAD_TOKEN, BestFitPacker
 from gpupipe.tokens.manifest import write_manifest
 from gpupipe.tokens.megatron import MegatronWriter, verify_megatron
-from gpupipe.tokens.packing import StreamPacker
+from gpupipe.tokens.packing import PARQUET_COMPRESSION, PARQUET_ROW_GROUP_SIZE, StreamPacker, write_parquet_shards
 from gpupipe.tokens.tokenizer import EOS_TOKEN, eos_id, load_tokenizer, save_tokenizer, token_dtype
 from gpupipe.tokens.verify import verify_shards
 
@@ -44,6 +48,8 @@ class PackConfig(Strict):
     pad_token: str = PAD_TOKEN                     # bestfit only: the dedicated padding token, never EOS
     bestfit_window: int = Field(DEFAULT_WINDOW_DOCS, ge=1)  # bestfit only: documents placed together
     megatron: bool = False                         # also write shards/megatron/data.bin|.idx
+    format: Literal["bin", "parquet"] = "bin"      # parquet: seed 002 §5.3 Format B instead of .bin shards
+    row_group_size: int = Field(PARQUET_ROW_GROUP_SIZE, ge=1)  # parquet only: blocks per row group
 
     @model_validator(mode="after")
     def _pad_is_not_eos(self) -> "PackConfig":
@@ -118,10 +124,16 @@ class Pack(Stage):
                     job.progress(1)
             summary = packer.finish()
             mega_summary = mega.finish() if mega is not None else None
+            if self.config.format == "parquet":
+                summary = write_parquet_shards(out, summary, self.config.seq_len, dtype, self.config.row_group_size)
+        extra = _manifest_extra(summary, mega_summary, ledger)
+        if self.config.format == "parquet":
+            extra.update(shard_format="parquet", row_group_size=self.config.row_group_size,
+                         compression=PARQUET_COMPRESSION)
         manifest = write_manifest(out, summary, seq_len=self.config.seq_len, dtype=np.dtype(dtype).name,
                                   vocab_size=vocab, eos_id=eos, tokenizer_sha256=tok_sha,
                                   tokenizer_file=TOKENIZER_FILE, config_hash=job.ctx.results_hash,
-                                  extra=_manifest_extra(summary, mega_summary, ledger) or None)
+                                  extra=extra or None)
         self._verify(out, manifest, mega_summary, ledger, eos)
         stats.docs_out = stats.docs_in
         stats.extra.update({"stream_tokens": manifest["stream_tokens"], "sequences": manifest["sequences"],

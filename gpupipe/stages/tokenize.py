@@ -13,6 +13,7 @@ corpus (19.8 MB) to within 0.16% of the tokens of one learnt from all of it (1 M
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -140,13 +141,20 @@ class Tokenize(MapStage):
             save_tokenizer(tok, path)
         # Workers load the saved file: the same bytes everywhere, whoever trained it.
         worker = Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
-        return MapStage.execute(worker, job)
+        timed = _TimedExecutor(job.executor)
+        stats = MapStage.execute(worker, dataclasses.replace(job, executor=timed))
+        return _TimedStats(**vars(stats), partition_seconds=timed.seconds)
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         ids, offsets = encode_batch_flat(self._tok, df["text"].tolist())
         tokens = pa.ListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(ids, pa.uint32()))
+        n = np.diff(offsets).astype(np.int64)
+        chars = df["text"].str.len().to_numpy(dtype=np.int64, na_value=0)
+        # seed 002 §5.2 tokenize_and_stats: token_count, char_count, compression_ratio (characters per token; 0 for
+        # a document without tokens, which reasons() removes). `n_tokens` stays: mixture and old runs read it.
+        ratio = np.divide(chars, n, out=np.zeros(len(n)), where=n > 0)
         return df.assign(tokens=pd.Series(pd.arrays.ArrowExtensionArray(tokens), index=df.index),
-                         n_tokens=np.diff(offsets))
+                         n_tokens=n, token_count=n, char_count=chars, compression_ratio=ratio)
 
     def reasons(self, df: pd.DataFrame) -> pd.Series:
         return pd.Series(np.where(df["n_tokens"].to_numpy() == 0, "empty_tokens", None), index=df.index,
@@ -156,8 +164,49 @@ class Tokenize(MapStage):
         c = Counter({"tokens": int(df_out["n_tokens"].sum())})
         encoder = encoder_info(self._tok)["encoder"]  # fastokens, tiktoken or tokenizers (the log says why)
         c[f"docs_encoded_{encoder}"] += len(df_out)
-        if "lang" in df_out.columns:
-            for lang, g in df_out.groupby("lang"):
-                c[f"tokens_{lang}"] += int(g["n_tokens"].sum())
-                c[f"chars_{lang}"] += int(g["text"].str.len().sum())
+        c.update(token_count_bins(df_out["token_count"].to_numpy()))
+        for column, prefix in (("lang", ""), ("source", "source_")):
+            if column in df_out.columns:
+                for key, g in df_out.groupby(column):
+                    c[f"{prefix}tokens_{key}"] += int(g["token_count"].sum())
+                    c[f"{prefix}chars_{key}"] += int(g["char_count"].sum())
+                    c[f"{prefix}documents_{key}"] += len(g)
         return c
+
+
+class _TimedExecutor:
+    """The job's executor, keeping the wall time each partition task reports (its stats' `seconds`)."""
+
+    def __init__(self, executor):
+        self.executor, self.seconds = executor, []
+
+    def map(self, fn, *iterables, **kwargs) -> list:
+        results = self.executor.map(fn, *iterables, **kwargs)
+        self.seconds += [r["seconds"] for r in results]
+        return results
+
+
+@dataclasses.dataclass
+class _TimedStats(StageStats):
+    """The stage's stats plus its per-partition latency p50/p99 (chains of map stages get it in _run_chain)."""
+
+    partition_seconds: list = dataclasses.field(default_factory=list)
+
+    def to_dict(self, name: str, seconds: float) -> dict:
+        from gpupipe.report.metrics import latency_fields
+
+        return {**super().to_dict(name, seconds), **latency_fields(self.partition_seconds)}
+
+
+TOKEN_COUNT_BIN = "token_count_bin_"
+
+
+def token_count_bins(token_count: np.ndarray) -> Counter:
+    """Documents per power-of-two bin of their token count: `token_count_bin_<lo>` counts lo <= token_count < 2*lo
+    (lo = 1, 2, 4, ...). Bins of partitions add up, so the run's histogram is exact whatever the partitioning."""
+    n = np.asarray(token_count, dtype=np.int64)
+    n = n[n > 0]
+    if not n.size:
+        return Counter()
+    lo, counts = np.unique(np.left_shift(1, np.floor(np.log2(n)).astype(np.int64)), return_counts=True)
+    return Counter({f"{TOKEN_COUNT_BIN}{int(b)}": int(k) for b, k in zip(lo, counts)})

@@ -19,7 +19,11 @@ from gpupipe.io.parts import atomic_output
 
 MANIFEST_FILE = "manifest.json"
 SHARD_RE = re.compile(r"^shard-\d{5,}\.bin$")
+PARQUET_SHARD_RE = re.compile(r"^shard-\d{5,}\.parquet$")
 SHARD_DTYPES = ("uint16", "uint32")
+SHARD_FORMATS = ("bin", "parquet")
+PARQUET_ROW_GROUP_SIZE = 10_000   # seed 002 §5.3 Format B
+PARQUET_COMPRESSION = "zstd"
 
 
 def shard_name(index: int) -> str:
@@ -45,7 +49,7 @@ def _remove_stale_outputs(out_dir: str) -> None:
     # shards would sit next to ours unlisted; both go before the first new shard is written.
     for name in os.listdir(out_dir):
         leftover_tmp = name.startswith(".") and ".tmp." in name  # io.parts.atomic_output's temp names
-        if name == MANIFEST_FILE or SHARD_RE.match(name) or leftover_tmp:
+        if name == MANIFEST_FILE or SHARD_RE.match(name) or PARQUET_SHARD_RE.match(name) or leftover_tmp:
             os.remove(os.path.join(out_dir, name))
 
 
@@ -208,3 +212,41 @@ def _expand_sources(sources, n: int) -> list[str]:
     if len(sources) != n:
         raise ValueError(f"{n} documents but {len(sources)} sources")
     return sources
+
+
+# -- Format B: the same blocks as Parquet (seed 002 §5.3) ----------------------------------------------------------
+
+
+def parquet_schema(dtype, seq_len: int):
+    """One column `input_ids`: a fixed-size list of seq_len token ids of the shard dtype, one row per block."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field("input_ids", pa.list_(pa.from_numpy_dtype(np.dtype(dtype).name), int(seq_len)))])
+
+
+def write_parquet_shards(out_dir, summary: dict, seq_len: int, dtype,
+                         row_group_size: int = PARQUET_ROW_GROUP_SIZE) -> dict:
+    """Re-encode the .bin shards of a packing summary (StreamPacker or BestFitPacker) as shard-NNNNN.parquet, block
+    for block in the same order, zstd, `row_group_size` rows per row group; the .bin files go. Returns the summary
+    with the shard entries renamed and their sha256 the Parquet file's (the counts stay: the same tokens)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir = os.fspath(out_dir)
+    dt = shard_dtype(dtype)
+    schema = parquet_schema(dt, seq_len)
+    shards = []
+    for entry in summary["shards"]:
+        src = os.path.join(out_dir, entry["file"])
+        flat = np.fromfile(src, dtype=dt)
+        ids = pa.FixedSizeListArray.from_arrays(pa.array(flat.astype(dt.newbyteorder("="), copy=False)), seq_len)
+        name = entry["file"][:-len(".bin")] + ".parquet"
+        path = os.path.join(out_dir, name)
+        with atomic_output(path) as tmp:
+            pq.write_table(pa.Table.from_arrays([ids], schema=schema), tmp, row_group_size=row_group_size,
+                           compression=PARQUET_COMPRESSION)
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()   # one shard: blocks_per_shard x seq_len ids, compressed
+        os.remove(src)
+        shards.append({**entry, "file": name, "sha256": digest})
+    return {**summary, "shards": shards}

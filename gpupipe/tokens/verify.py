@@ -13,6 +13,10 @@ all-pad block; a block that ends inside a document (no EOS, no pad at its end) h
 since only documents longer than a block are split and their pieces fill whole blocks; the pad
 count per shard and in total (padding_tokens); tokens = stream_tokens + padding_tokens, nothing
 dropped; EOS count = documents_packed.
+
+Format B (manifest `shard_format: "parquet"`, gpupipe.tokens.packing.write_parquet_shards) gets the same checks:
+its schema (one column `input_ids`, a fixed-size list of seq_len ids of the manifest dtype), rows = sequences,
+sha256 of the file's bytes, and every token check above, row group by row group.
 """
 from __future__ import annotations
 
@@ -24,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .manifest import read_manifest
-from .packing import MANIFEST_FILE, SHARD_DTYPES, SHARD_RE, shard_dtype
+from .packing import (MANIFEST_FILE, PARQUET_SHARD_RE, SHARD_DTYPES, SHARD_FORMATS, SHARD_RE, parquet_schema,
+                      shard_dtype)
 
 CHUNK_TOKENS = 1 << 22  # 4M tokens per memmap slice: big enough to amortize, small enough for RAM
 
@@ -63,7 +68,8 @@ def verify_shards(shard_dir) -> list[str]:
     shards = m["shards"]
     workers = max(1, min(8, os.cpu_count() or 1, len(shards)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        scans = list(pool.map(lambda s: _scan_shard(shard_dir, s, m), shards))
+        scan_one = _scan_parquet_shard if m.get("shard_format") == "parquet" else _scan_shard
+        scans = list(pool.map(lambda s: scan_one(shard_dir, s, m), shards))
     for scan in scans:
         problems += scan.problems
     problems += _check_shard_boundaries(shards, scans)
@@ -101,11 +107,21 @@ def _check_fields(m: dict) -> list[str]:
             problems.append(f"{name}: manifest field 'sha256' missing")
     if _is_int(m.get("seq_len")) and m["seq_len"] == 0:
         problems.append(f"{MANIFEST_FILE}: seq_len is 0")
-    return problems + _check_bestfit_fields(m, shards)
+    return problems + _check_format_fields(m) + _check_bestfit_fields(m, shards)
 
 
 def _bestfit(m: dict) -> bool:
     return m.get("packing") == "bestfit"
+
+
+def _check_format_fields(m: dict) -> list[str]:
+    fmt = m.get("shard_format", "bin")
+    if fmt not in SHARD_FORMATS:
+        return [f"{MANIFEST_FILE}: shard_format {fmt!r} is not one of {SHARD_FORMATS}"]
+    suffix = f".{fmt}"
+    return [f"{MANIFEST_FILE}: shard {s['file']!r} is not a {suffix} file (shard_format {fmt!r})"
+            for s in m.get("shards") or [] if isinstance(s, dict) and isinstance(s.get("file"), str)
+            and not s["file"].endswith(suffix)]
 
 
 def _check_bestfit_fields(m: dict, shards: list) -> list[str]:
@@ -158,31 +174,106 @@ def _scan_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
         scan.problems.append(f"{name}: manifest says {entry['sequences']} sequences but "
                              f"{entry['tokens']} tokens (seq_len {seq_len})")
 
-    sha = _scan_tokens(path, n, dtype, m, scan, name)
+    sha = hashlib.sha256()
+    _scan_tokens(_bin_chunks(path, n, dtype), m, scan, name, sha)
     _hash_trailing_bytes(path, n * dtype.itemsize, size, sha)
-    if sha.hexdigest() != entry["sha256"]:
-        scan.problems.append(f"{name}: sha256 mismatch (file {sha.hexdigest()}, manifest {entry['sha256']})")
-    if scan.eos != entry["eos"]:
-        scan.problems.append(f"{name}: {scan.eos} EOS tokens in the file, manifest says {entry['eos']}")
-    if _bestfit(m) and n:
-        _scan_bestfit_blocks(path, n - n % seq_len, dtype, m, scan, name)
-        if scan.pads != entry["pad"]:
-            scan.problems.append(f"{name}: {scan.pads} pad tokens in the file, manifest says {entry['pad']}")
+    _check_content(entry, m, scan, name, sha.hexdigest(), n,
+                   lambda: _bin_blocks(path, n - n % seq_len, dtype, seq_len))
     scan.readable, scan.tokens = True, n
     return scan
 
 
-def _scan_bestfit_blocks(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, name: str) -> None:
-    """Per-block best-fit rules, on whole blocks read in chunks; see the module docstring."""
+def _check_content(entry: dict, m: dict, scan: _ShardScan, name: str, digest: str, n: int, blocks) -> None:
+    """The checks both shard formats share, once their tokens were scanned: sha256, EOS count, best-fit blocks."""
+    if digest != entry["sha256"]:
+        scan.problems.append(f"{name}: sha256 mismatch (file {digest}, manifest {entry['sha256']})")
+    if scan.eos != entry["eos"]:
+        scan.problems.append(f"{name}: {scan.eos} EOS tokens in the file, manifest says {entry['eos']}")
+    if _bestfit(m) and n:
+        _scan_bestfit_blocks(blocks(), m, scan, name)
+        if scan.pads != entry["pad"]:
+            scan.problems.append(f"{name}: {scan.pads} pad tokens in the file, manifest says {entry['pad']}")
+
+
+def _scan_parquet_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
+    """A Format B shard (gpupipe.tokens.packing.parquet_schema): its schema, rows, file sha256, then the same token
+    and block checks as a .bin shard, row group by row group."""
+    import pyarrow.parquet as pq
+
+    name, seq_len = entry["file"], m["seq_len"]
+    scan = _ShardScan()
+    path = os.path.join(shard_dir, name)
+    if not os.path.isfile(path):
+        scan.problems.append(f"{name}: missing")
+        return scan
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
+        scan.problems.append(f"{name}: not a readable Parquet file ({exc}); sha256 {_file_sha256(path)}")
+        return scan
+    want = parquet_schema(m["dtype"], seq_len)
+    if not pf.schema_arrow.remove_metadata().equals(want):
+        scan.problems.append(f"{name}: schema {pf.schema_arrow.remove_metadata()} is not {want}")
+        return scan
+    n = pf.metadata.num_rows * seq_len
+    if n != entry["tokens"]:
+        scan.problems.append(f"{name}: holds {n} tokens, manifest says {entry['tokens']}")
+    if entry["tokens"] != entry["sequences"] * seq_len:
+        scan.problems.append(f"{name}: manifest says {entry['sequences']} sequences but "
+                             f"{entry['tokens']} tokens (seq_len {seq_len})")
+    try:
+        _scan_tokens(_parquet_chunks(pf), m, scan, name)
+    except Exception as exc:  # a damaged page: pyarrow raises OSError, ArrowInvalid, ...
+        digest = _file_sha256(path)
+        scan.problems.append(f"{name}: a row group is unreadable ({exc})"
+                             + (f"; sha256 mismatch (file {digest}, manifest {entry['sha256']})"
+                                if digest != entry["sha256"] else ""))
+        return scan
+    _check_content(entry, m, scan, name, _file_sha256(path), n,
+                   lambda: (c.reshape(-1, seq_len) for c in _parquet_chunks(pq.ParquetFile(path))))
+    scan.readable, scan.tokens = True, n
+    return scan
+
+
+def _file_sha256(path: str) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _parquet_chunks(pf):
+    """The token ids of each row group, flat."""
+    for i in range(pf.metadata.num_row_groups):
+        col = pf.read_row_group(i, columns=["input_ids"]).column(0).combine_chunks()
+        yield col.flatten().to_numpy(zero_copy_only=False)
+
+
+def _bin_chunks(path: str, n: int, dtype: np.dtype):
+    if n:
+        mm = np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+        for start in range(0, n, CHUNK_TOKENS):
+            yield mm[start:start + CHUNK_TOKENS]
+
+
+def _bin_blocks(path: str, n: int, dtype: np.dtype, seq_len: int):
+    if n:
+        mm = np.memmap(path, dtype=dtype, mode="r", shape=(n // seq_len, seq_len))
+        step = max(1, CHUNK_TOKENS // seq_len)
+        for start in range(0, mm.shape[0], step):
+            yield np.asarray(mm[start:start + step])
+
+
+def _scan_bestfit_blocks(chunks, m: dict, scan: _ShardScan, name: str) -> None:
+    """Per-block best-fit rules, on whole blocks read in chunks (2-D arrays); see the module docstring."""
     seq_len, eos, pad = m["seq_len"], m["eos_id"], m["pad_id"]
-    if n == 0:
-        return
-    mm = np.memmap(path, dtype=dtype, mode="r", shape=(n // seq_len, seq_len))
-    step = max(1, CHUNK_TOKENS // seq_len)
     bad: dict[str, list[int]] = {}  # rule → [count, first block]
     prev_last = None                # the token ending the previous block
-    for start in range(0, mm.shape[0], step):
-        blocks = np.asarray(mm[start:start + step])
+    start = 0
+    for blocks in chunks:
+        if not len(blocks):
+            continue
         is_pad = blocks == pad
         n_pad = is_pad.sum(axis=1)
         first_pad = np.where(n_pad > 0, is_pad.argmax(axis=1), seq_len)
@@ -206,25 +297,29 @@ def _scan_bestfit_blocks(path: str, n: int, dtype: np.dtype, m: dict, scan: _Sha
                 entry[0] += int(mask.sum())
         scan.pads += int(n_pad.sum())
         prev_last = int(last[-1])
-    del mm
+        start += len(blocks)
+    if prev_last is None:
+        return
     scan.last_is_eos = prev_last in (eos, pad)  # pads follow an EOS, so the content ends with one
     for rule, (count, first) in bad.items():
         scan.problems.append(f"{name}: {count} block(s) with {rule}, first block {first}")
 
 
-def _scan_tokens(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, name: str):
-    """One chunked pass: sha256, EOS positions, adjacent EOS, ids >= vocab_size."""
-    sha = hashlib.sha256()
-    if n == 0:
-        return sha
+def _scan_tokens(chunks, m: dict, scan: _ShardScan, name: str, sha=None) -> None:
+    """One pass over a shard's tokens in 1-D chunks: EOS positions, adjacent EOS, ids >= vocab_size (and the
+    sha256 of a .bin shard's data)."""
     eos, vocab = m["eos_id"], m["vocab_size"]
-    mm = np.memmap(path, dtype=dtype, mode="r", shape=(n,))
-    prev_last_eos = False
+    prev_last_eos, first = False, None
     adjacent, first_adjacent = 0, None
     bad_ids, first_bad = 0, None
-    for start in range(0, n, CHUNK_TOKENS):
-        chunk = mm[start:start + CHUNK_TOKENS]
-        sha.update(chunk)
+    start = 0
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        if sha is not None:
+            sha.update(chunk)
+        if first is None:
+            first = bool(chunk[0] == eos)
         pos = np.flatnonzero(chunk == eos)  # EOS are sparse: work on their positions
         scan.eos += pos.size
         # adjacent EOS = consecutive positions, or an EOS at 0 right after the previous chunk's
@@ -239,14 +334,15 @@ def _scan_tokens(path: str, n: int, dtype: np.dtype, m: dict, scan: _ShardScan, 
             bad_ids += over.size
             first_bad = first_bad if first_bad is not None else start + int(over[0])
         prev_last_eos = bool(chunk[-1] == eos)
-    scan.first_is_eos, scan.last_is_eos = bool(mm[0] == eos), prev_last_eos
-    del mm
+        start += len(chunk)
+    if first is None:
+        return
+    scan.first_is_eos, scan.last_is_eos = first, prev_last_eos
     if adjacent:
         scan.problems.append(f"{name}: {adjacent} adjacent EOS pair(s), first EOS-after-EOS at token "
                              f"{first_adjacent} (EOS used as padding or an empty document)")
     if bad_ids:
         scan.problems.append(f"{name}: {bad_ids} token id(s) >= vocab_size {vocab}, first at token {first_bad}")
-    return sha
 
 
 def _hash_trailing_bytes(path: str, start: int, size: int, sha) -> None:
@@ -341,7 +437,8 @@ def _check_stream_ends(m: dict, scans: list[_ShardScan]) -> list[str]:
 def _check_unlisted_files(shard_dir: str, shards: list[dict]) -> list[str]:
     listed = {s["file"] for s in shards}
     return [f"{name}: shard file on disk but not in {MANIFEST_FILE}"
-            for name in sorted(os.listdir(shard_dir)) if SHARD_RE.match(name) and name not in listed]
+            for name in sorted(os.listdir(shard_dir))
+            if (SHARD_RE.match(name) or PARQUET_SHARD_RE.match(name)) and name not in listed]
 
 
 def _check_tokenizer(shard_dir: str, m: dict) -> list[str]:

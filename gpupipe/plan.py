@@ -1,0 +1,189 @@
+"""`gpupipe plan`: the resources a curation run needs for a token target (seed 002 §资源估算).
+
+From a finished run (its RUN/stats.json, shard manifest and Parquet files) the plan scales every measured figure
+by one factor, `scale = target tokens / tokens the run produced`, since every stage's work and output grow with its
+input and each stage's input is a fixed share of the raw crawl (the run's survival rates):
+
+    CPU core-hours of a stage  = its seconds x the cores that ran it (executor workers; 1 for `local`) x scale / 3600
+    GPU-hours of a stage       = the same on a `device: gpu` run (one GPU per worker), else 0
+    temporary storage          = the Parquet files of the stage's folder (parts, rejects, side tables) x scale
+    final storage              = the shard files in the manifest (and Megatron .bin/.idx) x scale
+    raw crawl                  = the read stage's input bytes x scale; input records likewise
+
+The tokens a run produced: the packed stream (documents + one EOS each: manifest `stream_tokens`), else the tokenize
+stage's tokens plus one EOS per document. With `--cpus N` / `--gpus M` it also gives the wall-clock hours
+(core-hours / N, GPU-hours / M). Without a run it scales seed 002's reference table (per 1T tokens) instead. Stages
+are summed into the seed's five rows (采集与提取, 基础过滤, 去重, 质量过滤, 后处理与打包); `--json` has every stage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+GROUPS = [  # seed 002's rows and the stages each one sums
+    ("采集与提取 (collection, extraction)", {"read", "extract", "chunk_markdown"}),
+    ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "line_filter", "doc_filter", "pii"}),
+    ("去重 (dedup)", {"url_dedup", "exact_dedup", "fuzzy_dedup", "substring_dedup"}),
+    ("质量过滤 (quality)", {"quality", "quality_classifier", "perplexity", "llm_judge", "decontaminate"}),
+    ("后处理与打包 (tokenize, pack)", {"tokenize", "mixture", "pack"}),
+]
+OTHER_GROUP = GROUPS[-1][0]
+# seed 002 资源估算, per 1T tokens: CPU core-hours, GPU-hours (A100), storage TB; raw crawl not in the table: the
+# extraction row's 20 TB is taken for it
+BUILTIN_PER_T = [(50_000, 0, 20), (10_000, 0, 15), (100_000, 0, 30), (20_000, 2_000, 10), (10_000, 0, 5)]
+BUILTIN_RAW_TB = 20
+TB = 1e12
+_SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def parse_tokens(text: str) -> int:
+    """'1T' → 10**12, '500B', '2.5M', '10k', '123' (decimal suffixes)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kKmMbBgGtTpP]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"not a token count: {text!r} (e.g. 1T, 500B, 2.5M)")
+    n = int(round(float(m.group(1)) * _SUFFIX[m.group(2).upper()]))
+    if n <= 0:
+        raise ValueError(f"the token target must be positive, got {text!r}")
+    return n
+
+
+def group_of(stage: str) -> str:
+    return next((g for g, names in GROUPS if stage in names), OTHER_GROUP)
+
+
+def _parquet_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*.parquet")) if folder.is_dir() else 0
+
+
+def _final_bytes(root: Path, manifest: dict | None) -> int:
+    if not manifest:
+        return 0
+    shards = root / "shards"
+    files = [shards / s["file"] for s in manifest["shards"]]
+    if "megatron" in manifest:
+        prefix = shards / manifest["megatron"]["prefix"]
+        files += [prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+def run_tokens(stats: dict[str, Any], manifest: dict | None) -> int:
+    if manifest:
+        return int(manifest["stream_tokens"])
+    tok = [s for s in stats["stages"] if s["name"] == "tokenize"]
+    if not tok:
+        raise ValueError("the run has no tokenize stage: its token output is unknown, so it cannot be scaled to a "
+                         "token target")
+    return int(tok[-1]["extra"].get("tokens", 0)) + tok[-1]["docs_out"]
+
+
+def plan_from_run(run_dir: str | Path, target_tokens: int, cpus: int | None = None,
+                  gpus: int | None = None) -> dict[str, Any]:
+    root = Path(run_dir)
+    stats = json.loads((root / "stats.json").read_text(encoding="utf-8"))
+    man_path = root / "shards" / "manifest.json"
+    manifest = json.loads(man_path.read_text(encoding="utf-8")) if man_path.is_file() else None
+    measured = run_tokens(stats, manifest)
+    if measured <= 0:
+        raise ValueError(f"{root} produced no tokens: nothing to scale")
+    scale = target_tokens / measured
+    cores = int(stats.get("workers") or 1)
+    gpu = stats.get("device") == "gpu"
+    first_in = stats["stages"][0]["docs_in"] or 1
+    stages = []
+    for i, s in enumerate(stats["stages"]):
+        core_h = s["seconds"] * cores * scale / 3600
+        stages.append({
+            "name": s["name"], "group": group_of(s["name"]),
+            "seconds": s["seconds"], "docs_in": s["docs_in"], "docs_out": s["docs_out"],
+            "survival": round(s["docs_out"] / s["docs_in"], 6) if s["docs_in"] else None,
+            "share_of_input": round(s["docs_in"] / first_in, 6),
+            "docs_per_second_per_core": (round(s["docs_in"] / (s["seconds"] * cores), 3) if s["seconds"] else None),
+            "target_docs_in": round(s["docs_in"] * scale),
+            "cpu_core_hours": core_h,
+            "gpu_hours": core_h if gpu else 0.0,
+            "temp_bytes": _parquet_bytes(root / "stages" / f"{i:02d}-{s['name']}") * scale,
+        })
+    final = _final_bytes(root, manifest) * scale
+    return _finish({"basis": "run", "run_dir": str(root), "target_tokens": target_tokens, "measured_tokens": measured,
+                    "scale": scale, "cores_measured": cores, "device": stats.get("device"),
+                    "raw_crawl_bytes": stats["stages"][0]["bytes_in"] * scale,
+                    "input_records": round(stats["input_records"] * scale), "final_bytes": final,
+                    "stages": stages}, cpus, gpus)
+
+
+def plan_builtin(target_tokens: int, cpus: int | None = None, gpus: int | None = None) -> dict[str, Any]:
+    k = target_tokens / 1e12
+    rows = [{"name": g, "group": g, "cpu_core_hours": c * k, "gpu_hours": gp * k, "temp_bytes": tb * TB * k}
+            for (g, _), (c, gp, tb) in zip(GROUPS, BUILTIN_PER_T)]
+    return _finish({"basis": "builtin (seed 002 资源估算, per 1T tokens)", "target_tokens": target_tokens,
+                    "scale": k, "raw_crawl_bytes": BUILTIN_RAW_TB * TB * k, "final_bytes": 0.0, "stages": rows},
+                   cpus, gpus)
+
+
+def _finish(plan: dict[str, Any], cpus: int | None, gpus: int | None) -> dict[str, Any]:
+    groups = {g: {"group": g, "stages": [], "cpu_core_hours": 0.0, "gpu_hours": 0.0, "storage_bytes": 0.0}
+              for g, _ in GROUPS}
+    for s in plan["stages"]:
+        g = groups[s["group"]]
+        if s["name"] != s["group"]:
+            g["stages"].append(s["name"])
+        g["cpu_core_hours"] += s["cpu_core_hours"]
+        g["gpu_hours"] += s["gpu_hours"]
+        g["storage_bytes"] += s["temp_bytes"]
+    groups[OTHER_GROUP]["storage_bytes"] += plan["final_bytes"]
+    plan["groups"] = list(groups.values())
+    total = {k: sum(g[k] for g in plan["groups"]) for k in ("cpu_core_hours", "gpu_hours", "storage_bytes")}
+    total["temp_bytes"] = sum(s["temp_bytes"] for s in plan["stages"])
+    total["final_bytes"] = plan["final_bytes"]
+    total["raw_crawl_bytes"] = plan["raw_crawl_bytes"]
+    if cpus:
+        total["wall_hours_cpu"] = total["cpu_core_hours"] / cpus
+    if gpus:
+        total["wall_hours_gpu"] = total["gpu_hours"] / gpus
+    plan.update(cpus=cpus, gpus=gpus, total=total)
+    return plan
+
+
+def human(n: float) -> str:
+    """The seed's style: 50K, 1.2M, 2K; under 10 with two significant digits."""
+    for unit, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            v = n / size
+            return f"{v:.0f}{unit}" if v >= 10 else f"{v:.1f}{unit}"
+    return f"{n:.0f}" if abs(n) >= 10 else f"{n:.2g}"
+
+
+def plan_table(plan: dict[str, Any]):
+    """Seed 002's table (rich): one row per group of stages, then the total."""
+    from rich.table import Table
+
+    t = Table(title=f"resources for {human(plan['target_tokens'])} tokens ({plan['basis']}"
+                    + (f": {plan['run_dir']}, {plan['measured_tokens']:,} tokens, x{plan['scale']:,.4g})"
+                       if plan["basis"] == "run" else ")"))
+    for col in ("阶段 stage", "CPU 核·时 core-hours", "GPU 核·时 GPU-hours", "存储 (TB) storage"):
+        t.add_column(col, justify="left" if col.startswith("阶段") else "right")
+    for g in plan["groups"]:
+        label = g["group"] + (f"\n  {', '.join(g['stages'])}" if g["stages"] else "")
+        t.add_row(label, human(g["cpu_core_hours"]), human(g["gpu_hours"]), f"{g['storage_bytes'] / TB:,.2f}")
+    tot = plan["total"]
+    t.add_row("总计 total", f"~{human(tot['cpu_core_hours'])}", f"~{human(tot['gpu_hours'])}",
+              f"~{tot['storage_bytes'] / TB:,.2f}")
+    return t
+
+
+def plan_summary(plan: dict[str, Any]) -> list[str]:
+    tot = plan["total"]
+    lines = [f"raw crawl needed: {tot['raw_crawl_bytes'] / TB:,.2f} TB"
+             + (f" ({plan['input_records']:,} records)" if "input_records" in plan else "")
+             + f"; temporary {tot['temp_bytes'] / TB:,.2f} TB, final {tot['final_bytes'] / TB:,.2f} TB"]
+    if plan.get("cpus"):
+        lines.append(f"wall clock on {plan['cpus']} CPU cores: {tot['wall_hours_cpu']:,.1f} h")
+    if plan.get("gpus"):
+        lines.append(f"wall clock on {plan['gpus']} GPUs: {tot['wall_hours_gpu']:,.1f} h")
+    return lines
+
+
+__all__ = ["GROUPS", "parse_tokens", "plan_builtin", "plan_from_run", "plan_summary", "plan_table"]

@@ -1,0 +1,79 @@
+"""`gpupipe plan` (seed 002 资源估算): the arithmetic on a real run, the CLI table and --json, the built-in table."""
+
+import json
+
+import pytest
+
+from gpupipe.cli import main
+from gpupipe.plan import GROUPS, parse_tokens, plan_builtin, plan_from_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, synth_crawl):
+    from conftest import write_config
+
+    tmp = tmp_path_factory.mktemp("plan")
+    cfg = write_config(tmp / "c.yaml", input={"path": synth_crawl["warc"]}, output=str(tmp / "run"))
+    assert main(["run", str(cfg)]) == 0
+    root = tmp / "run"
+    return root, json.loads((root / "stats.json").read_text()), json.loads((root / "shards/manifest.json").read_text())
+
+
+def test_parse_tokens():
+    assert [parse_tokens(t) for t in ("1T", "500B", "2.5M", "10k", "123", "1e3")] == \
+        [10**12, 5 * 10**11, 2_500_000, 10_000, 123, 1000]
+    for bad in ("", "x", "1Q", "0", "-5"):
+        with pytest.raises(ValueError):
+            parse_tokens(bad)
+
+
+def test_plan_arithmetic_on_a_known_run(run):
+    root, stats, manifest = run
+    target = 10 * manifest["stream_tokens"]                       # ten times what the run produced
+    plan = plan_from_run(root, target, cpus=4, gpus=2)
+    assert plan["measured_tokens"] == manifest["stream_tokens"] and plan["scale"] == 10
+    assert stats["device"] == "cpu" and plan["cores_measured"] == 1   # local executor: one core
+    for i, (p, s) in enumerate(zip(plan["stages"], stats["stages"])):
+        assert p["name"] == s["name"]
+        assert p["cpu_core_hours"] == pytest.approx(s["seconds"] * 10 / 3600)
+        assert p["gpu_hours"] == 0
+        assert p["target_docs_in"] == s["docs_in"] * 10
+        assert p["survival"] == pytest.approx(s["docs_out"] / s["docs_in"], abs=1e-6)
+        parquet = sum(f.stat().st_size for f in (root / "stages" / f"{i:02d}-{s['name']}").rglob("*.parquet"))
+        assert p["temp_bytes"] == pytest.approx(parquet * 10)
+    shard_bytes = sum((root / "shards" / s["file"]).stat().st_size for s in manifest["shards"])
+    t = plan["total"]
+    assert plan["final_bytes"] == t["final_bytes"] == pytest.approx(shard_bytes * 10)
+    assert t["raw_crawl_bytes"] == pytest.approx(stats["stages"][0]["bytes_in"] * 10)
+    assert plan["input_records"] == stats["input_records"] * 10
+    assert t["cpu_core_hours"] == pytest.approx(sum(s["seconds"] for s in stats["stages"]) * 10 / 3600)
+    assert t["storage_bytes"] == pytest.approx(t["temp_bytes"] + t["final_bytes"])
+    assert t["wall_hours_cpu"] == pytest.approx(t["cpu_core_hours"] / 4) and t["wall_hours_gpu"] == 0
+    groups = {g["group"]: g for g in plan["groups"]}
+    assert groups[GROUPS[2][0]]["stages"] == ["exact_dedup", "fuzzy_dedup"]
+    dedup = [p for p in plan["stages"] if p["name"].endswith("dedup")]
+    assert groups[GROUPS[2][0]]["cpu_core_hours"] == pytest.approx(sum(p["cpu_core_hours"] for p in dedup))
+
+
+def test_plan_cli_table_and_json(run, capsys):
+    root, stats, manifest = run
+    assert main(["plan", str(root), "--tokens", "1T", "--cpus", "1000", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["target_tokens"] == 10**12 and plan["scale"] == pytest.approx(1e12 / manifest["stream_tokens"])
+    assert plan["total"]["wall_hours_cpu"] == pytest.approx(plan["total"]["cpu_core_hours"] / 1000)
+    assert main(["plan", str(root), "--tokens", "1T"]) == 0
+    out = capsys.readouterr().out
+    assert "总计" in out and "CPU 核·时" in out and "raw crawl needed" in out
+    assert main(["plan", str(root / "nope"), "--tokens", "1T"]) == 2
+    assert main(["plan", "--tokens", "lots"]) == 2
+
+
+def test_builtin_table_is_seed_002s(capsys):
+    plan = plan_builtin(10**12, gpus=8)
+    assert [round(g["cpu_core_hours"]) for g in plan["groups"]] == [50_000, 10_000, 100_000, 20_000, 10_000]
+    assert plan["total"]["cpu_core_hours"] == 190_000 and plan["total"]["gpu_hours"] == 2_000
+    assert plan["total"]["storage_bytes"] == pytest.approx(80e12) and plan["total"]["wall_hours_gpu"] == 250
+    assert plan_builtin(5 * 10**11)["total"]["cpu_core_hours"] == 95_000
+    assert main(["plan", "--tokens", "1T"]) == 0
+    out = capsys.readouterr().out
+    assert "~190K" in out and "~2.0K" in out
