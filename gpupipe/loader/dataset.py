@@ -32,8 +32,14 @@ import math
 import os
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+try:
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+except ImportError as _e:  # torch is not a base dependency: only the loader uses it
+    raise ImportError(f"gpupipe.loader (ShardDataset, ResumableLoader) needs torch, which the base install leaves "
+                      f"out: pip install 'gpupipe[torch]' (or install the torch build for your CUDA or CPU first) "
+                      f"({_e})") from None
 
 from gpupipe.tokens.manifest import read_manifest
 from gpupipe.tokens.packing import MANIFEST_FILE, shard_dtype

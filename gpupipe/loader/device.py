@@ -59,8 +59,18 @@ def _is_tensor(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "is_pinned")
 
 
+def _import_torch():
+    """torch, or a clear error: it is not a base dependency of gpupipe (only the loader uses it)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(f"gpupipe.loader.to_device needs torch, which the base install leaves out: pip install "
+                          f"'gpupipe[torch]' (or install the torch build for your CUDA or CPU first) ({e})") from None
+    return torch
+
+
 def _to_cpu(x, widen: bool):
-    import torch
+    torch = _import_torch()
 
     if _is_tensor(x):
         return x.to(torch.int64) if widen and x.dtype in (torch.uint16, torch.uint32) else x
@@ -173,7 +183,7 @@ def to_cuda_pair(x, device="cuda", stream=None, *, widen: bool = False):
     """One array (ndarray, CPU tensor or list of blocks) → (torch tensor, the CuPy array it
     wraps). `tensor.data_ptr() == cupy_array.data.ptr`: that is the no-copy check."""
     import cupy
-    import torch
+    torch = _import_torch()
 
     dev = torch.device(device)
     if dev.type != "cuda":

