@@ -40,6 +40,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from .minhash import _chunk_bounds
+
 MAGIC = 793712314              # FASTTEXT_FILEFORMAT_MAGIC_INT32
 VERSION = 12                   # FASTTEXT_VERSION: newest file format fastText writes
 LABEL_PREFIX = b"__label__"    # Args::label: not stored in model files, always the default
@@ -329,17 +331,6 @@ class FastTextModel:
 
 def load_model(path) -> FastTextModel:
     return FastTextModel(path)
-
-
-def _chunk_bounds(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
-    """Document indices cutting the batch into about n_chunks pieces, even in bytes and in count."""
-    n_docs = offsets.shape[0] - 1
-    n_chunks = max(1, min(n_chunks, n_docs))
-    rel = offsets.astype(np.int64) - np.int64(offsets[0])
-    by_bytes = np.searchsorted(rel, np.linspace(0, rel[-1], n_chunks + 1), side="left")
-    by_count = np.linspace(0, n_docs, n_chunks + 1).astype(np.int64)
-    bounds = np.unique(np.concatenate([[0, n_docs], by_bytes, by_count]))
-    return bounds[(bounds >= 0) & (bounds <= n_docs)].astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -290,3 +290,24 @@ def test_folder_of_undeclared_chinese_pages(tmp_path, detector):
     assert set(table.column("charset_source").to_pylist()) == {"detected"}
     rejects = [json.loads(line) for line in next((out / "rejects").glob("*.jsonl")).read_text().splitlines()]
     assert [r["reason"] for r in rejects] == ["decode_error"]
+
+
+def test_flagged_pages_reach_the_audit_sample(tmp_path):
+    """Pages the decoder suspects of mojibake are counted and some of them are added to the stage's audit sample,
+    with the encoding they look like."""
+    from gpupipe.report.audit import draw_sample
+
+    root = tmp_path / "site"
+    root.mkdir()
+    for i in range(6):
+        (root / f"ok-{i}.html").write_bytes(page(FR[i % len(FR):] + FR[:i % len(FR)]).encode())
+    for i in range(3):   # declared latin-1, holding GBK bytes: read as the browser shows them, flagged
+        (root / f"bad-{i}.html").write_bytes(page(ZH[i:] + ZH[:i], '<meta charset="iso-8859-1">').encode("gbk"))
+    out = tmp_path / "00-read"
+    stats = read_file_task(0, str(root), "html_dir", "text", "web", (1000, 1 << 30), out)
+    assert stats["extra"]["mojibake_suspect"] == 3
+    samples, info = draw_sample(out, size=4, seed=1)
+    flagged = [s for s in samples if s["sample_id"].split(":")[1].startswith("m")]
+    assert info["mojibake_suspect"] == 3 and len(flagged) == 3 and len(samples) == 4 + 3
+    assert {s["id"] for s in flagged} == {f"bad-{i}.html" for i in range(3)}
+    assert {s["mojibake_suspect"] for s in flagged} == {"gb18030"} and all(s["status"] == "kept" for s in flagged)

@@ -23,8 +23,6 @@ class PageTimeout(BaseException):
     """A page ran past its time limit."""
 
 
-
-
 def _set_async_exc(tid: int, exc) -> None:
     """Raise `exc` asynchronously in thread `tid`; exc None (a NULL pointer) clears a pending one."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), None if exc is None else ctypes.py_object(exc))

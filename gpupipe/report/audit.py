@@ -3,7 +3,9 @@ removed, marks each pass or fail, and the pass rate gates the batch (min_pass_ra
 threshold 0.90 someone is alerted).
 
 Files, per stage folder NN-name (a stage may appear twice in a config, so the folder name is the key):
-  RUN/audit/NN-name.jsonl          the sample: {sample_id, stage, status kept|removed, reason, id, url, lang, text}
+  RUN/audit/NN-name.jsonl          the sample: {sample_id, stage, status kept|removed, reason, id, url, lang, text},
+                                   then up to 20 kept documents the reader flagged (`mojibake_suspect`: the encoding
+                                   the bytes look like), sample_id ...:mN
   RUN/audit/NN-name.reviews.jsonl  every review as it was made: {sample_id, pass, note, reviewer}; the last wins
   RUN/audit/NN-name.review.json    the verdict: pass rate against the thresholds, by status and by reason
   RUN/audit/index.json             what each sample was drawn from (stage key, seed, size), to reuse it
@@ -41,7 +43,8 @@ TEXT_PREFIX_CHARS = 1000      # as much as rejects keep (stages/base.py REJECT_T
 EXIT_ESCALATE = 3
 AUDIT_DIR = "audit"
 _BATCH_ROWS = 1024            # rows per Parquet batch while picking sampled rows
-_FIELDS = ("id", "url", "lang", "reason")
+_FIELDS = ("id", "url", "lang", "reason", "mojibake_suspect")
+FLAGGED_EXAMPLES = 20         # kept documents the reader flagged as likely mojibake, added to a stage's sample
 
 
 # -- sampling --------------------------------------------------------------------------------------------------
@@ -157,14 +160,36 @@ def draw_sample(folder: Path, size: int = SAMPLE_SIZE, seed: int = 0) -> tuple[l
                 for i, r in _pick_jsonl(rej_jsonl, rem_rows[rem_rows >= n_rej_pq] - n_rej_pq)]
     order = rng.permutation(len(samples))     # mixed, so the first N a reviewer reads are both kinds
     info = {"kept": n_kept, "removed": n_rej_pq + n_rej_js, "kept_sampled": k_kept, "removed_sampled": k_removed}
+    flagged = _flagged_rows(kept, "mojibake_suspect")
+    if len(flagged):   # what the decoder suspects it still got wrong: a reviewer should see some of it
+        picked = np.sort(rng.choice(flagged, size=min(FLAGGED_EXAMPLES, len(flagged)), replace=False))
+        extra = [_sample(folder.name, stage, "kept", i, r, "m") for i, r in _pick_parquet(kept, picked)]
+        info.update(mojibake_suspect=len(flagged), mojibake_sampled=len(extra))
+        return [samples[i] for i in order] + extra, info
     return [samples[i] for i in order], info
 
 
-def _sample(folder: str, stage: str, status: str, row: int, r: dict[str, Any]) -> dict[str, Any]:
-    # sample_id names the document's place: stage folder, kept (k) or removed (r), row number in input order
-    return {"sample_id": f"{folder}:{status[0]}{row}", "stage": stage, "status": status,
-            "reason": r.get("reason") if status == "removed" else None, "id": r.get("id"), "url": r.get("url"),
-            "lang": r.get("lang"), "text": r.get("text") or ""}
+def _flagged_rows(paths: list[Path], column: str) -> np.ndarray:
+    """Row numbers (over the parts in order) where `column` is set (not null)."""
+    out, base = [], 0
+    for p in paths:
+        pf = pq.ParquetFile(p)
+        if column in pf.schema_arrow.names:
+            col = pf.read(columns=[column]).column(column)
+            out.append(base + np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False)))
+        base += pf.metadata.num_rows
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _sample(folder: str, stage: str, status: str, row: int, r: dict[str, Any], kind: str = "") -> dict[str, Any]:
+    # sample_id names the document's place: stage folder, kept (k) or removed (r) or a flagged example (m), row
+    # number in input order (flagged examples: in part order)
+    out = {"sample_id": f"{folder}:{kind or status[0]}{row}", "stage": stage, "status": status,
+           "reason": r.get("reason") if status == "removed" else None, "id": r.get("id"), "url": r.get("url"),
+           "lang": r.get("lang"), "text": r.get("text") or ""}
+    if r.get("mojibake_suspect"):
+        out["mojibake_suspect"] = r["mojibake_suspect"]
+    return out
 
 
 def audit_stage_folders(run_dir: Path) -> list[Path]:
