@@ -55,6 +55,8 @@ Rows:
   others       cores' worth of CPU that other processes on the machine used during the run (system busy time
                minus ours, / wall): above ~0.1 the machine was shared and the times are slower than on an idle one
   ratio        datatrove wall / gpupipe wall on the same input (> 1: gpupipe faster)
+  near dedup   the 1× run's fuzzy_dedup stage seconds against `find_duplicates` in memory (this process, best of 3)
+               on the texts that stage was given: what the exchange, files and tasks add
   sources      a stamp of gpupipe's Python sources (path, size, mtime) when the row started
 Scale series (gpupipe, and datatrove at --peer-scales): the k× corpus is the corpus itself plus k-1 edited copies.
 Each copy of a document gets a new id (`<id>~c<k>`) and seeded edits at its own rate drawn uniformly from 0.5–8 %
@@ -308,6 +310,24 @@ def gpupipe_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "gpupipe"]
 
 
+def in_memory_near_dedup(run: Path) -> dict:
+    """`find_duplicates` (in memory, this process, numba warm) on the texts the run's fuzzy_dedup stage was given
+    (the exact_dedup stage's parts), best of 3: what the stage's exchange, files and tasks cost on top of it."""
+    import pandas as pd
+
+    from gpupipe.stages.fuzzy import FuzzyDedupConfig, find_duplicates
+
+    parts = sorted(next(run.glob("stages/*-exact_dedup")).glob("part-*.parquet"))
+    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    find_duplicates(df.head(200), FuzzyDedupConfig(), seed=0)      # compile or load the kernels first
+    times, removed = [], 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        removed = int((~find_duplicates(df, FuzzyDedupConfig(), seed=0)["keep"]).sum())
+        times.append(time.perf_counter() - t0)
+    return {"seconds": min(times), "docs": len(df), "removed": removed}
+
+
 def run_gpupipe(files: list[str], out: Path, work: Path, name: str, extra: list[str] = ()) -> dict:
     if out.exists():
         shutil.rmtree(out)
@@ -518,6 +538,12 @@ def report(args, meta1: dict, runs: dict, peer: dict, scale_rows: list, warm: di
                 L.append(f"  ratio datatrove / gpupipe ({label}): {dt['wall'] / runs[key]['wall']:.2f}× "
                          f"(gpupipe's own stage total {runs[key]['stats_seconds']:.1f} s: "
                          f"{dt['wall'] / runs[key]['stats_seconds']:.2f}×)")
+        mem = runs["local"].get("in_memory")
+        fz = next((s for s in runs["local"]["stages"] if s["name"] == "fuzzy_dedup"), None)
+        if mem and fz:
+            L.append(f"  near dedup: the fuzzy_dedup stage {fz['seconds']:.2f} s vs in-memory find_duplicates "
+                     f"{mem['seconds']:.2f} s on the same {mem['docs']:,} texts ({fz['seconds'] / mem['seconds']:.1f}×;"
+                     f" removed {fz['docs_in'] - fz['docs_out']:,} vs {mem['removed']:,})")
         q = next((s["docs_out"] for s in runs["local"]["stages"] if s["name"] == "quality"), None)
         if q is not None and dt.get("filter_kept") is not None:
             L.append(f"  documents left after the quality filters: gpupipe {q:,}, datatrove {dt['filter_kept']:,} "
@@ -722,6 +748,7 @@ def main() -> int:
         row = {"scale": s, "meta": meta, "gp": gp}
         if s == 1:
             runs["local"] = gp
+            gp["in_memory"] = in_memory_near_dedup(out)
         if s in dask_scales:
             dout = work / f"run-{s}x-dask"
             dg = timed_gpupipe(s, meta["files"], dout, f"gpupipe-{s}x-dask",

@@ -34,14 +34,6 @@ SCORE_BIN_PREFIXES = ("score_bin_", "perplexity_bin_")
 _HOST_ARROW = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(?P<host>\[[^\]]*\]|[^:/?#]+)"
 
 
-def latency_fields(seconds: list[float]) -> dict[str, float]:
-    """A stage's per-partition wall times as its stats fields: p50 and p99 (linear interpolation), seconds."""
-    if not seconds:
-        return {}
-    p50, p99 = np.percentile(np.asarray(seconds, dtype=float), [50, 99])
-    return {"partition_seconds_p50": round(float(p50), 4), "partition_seconds_p99": round(float(p99), 4)}
-
-
 def _extra(stage: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in stage["extra"].items() if k.startswith(prefix)}
 
@@ -226,7 +218,7 @@ def prometheus_text(stats: dict[str, Any], run_name: str) -> str:
         p.add("gpupipe_stage_docs_per_second", "gauge", "Throughput: documents in per second.",
               s.get("docs_per_second"), **lab)
         for q in ("50", "99"):
-            p.add("gpupipe_stage_partition_seconds", "gauge", "Per-partition latency quantiles (map stages).",
+            p.add("gpupipe_stage_partition_seconds", "gauge", "Per-task (partition, input file) latency quantiles.",
                   s.get(f"partition_seconds_p{q}"), quantile=f"0.{q}", **lab)
         p.add("gpupipe_stage_errors", "gauge", f"Documents removed as unreadable ({', '.join(ERROR_REASONS)}).",
               h.get("errors"), **lab)
@@ -276,5 +268,5 @@ def write_metrics(root: str | Path, stats: dict[str, Any]) -> Path:
     return path
 
 
-__all__ = ["ERROR_REASONS", "METRICS_FILE", "latency_fields", "prometheus_text", "run_metrics", "token_stats",
+__all__ = ["ERROR_REASONS", "METRICS_FILE", "prometheus_text", "run_metrics", "token_stats",
            "write_metrics"]

@@ -14,7 +14,7 @@ from gpupipe import __version__
 from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs
 from gpupipe.io.parts import atomic_write_text, part_paths
-from gpupipe.report.metrics import latency_fields, run_metrics, write_metrics
+from gpupipe.report.metrics import run_metrics, write_metrics
 from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
@@ -151,7 +151,6 @@ def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: boo
         d = total.to_dict(stage.name, wall * share)
         if results:
             d["columns"] = results[0][k]["columns"]
-        d.update(latency_fields([r[k]["seconds"] for r in results]))  # per-partition p50/p99 (the dashboards')
         if len(chain) > 1:
             d["parts_kept"] = keep_intermediate or k == len(chain) - 1
         out.append(d)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
+import numpy as np
 import pandas as pd
 
 from gpupipe._numba_cache import compile_seconds
@@ -58,8 +59,10 @@ class StageStats:
     bytes_in: int = 0
     bytes_out: int = 0
     extra: Counter = field(default_factory=Counter)  # stage-specific numeric counters (summed; peak_* maxed)
+    task_seconds: list = field(default_factory=list)  # wall time of each task merged in (partition, file)
 
     def merge(self, other: "StageStats") -> "StageStats":
+        self.task_seconds += other.task_seconds
         self.docs_in += other.docs_in
         self.docs_out += other.docs_out
         self.removed.update(other.removed)
@@ -80,12 +83,23 @@ class StageStats:
             "seconds": round(seconds, 3),
             "docs_per_second": round(self.docs_in / seconds, 1) if seconds > 0 else None,
             "extra": dict(sorted(self.extra.items())),
+            **latency_fields(self.task_seconds),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StageStats":
+        """One task's stats (a partition's, a file's), as its `to_dict` wrote them: its seconds are one task's."""
         return cls(d["docs_in"], d["docs_out"], Counter(d["removed"]), d["bytes_in"], d["bytes_out"],
-                   Counter(d.get("extra", {})))
+                   Counter(d.get("extra", {})), [d["seconds"]])
+
+
+def latency_fields(seconds: list[float]) -> dict[str, float]:
+    """Per-task wall times as a stage's stats fields (the dashboards' latency per partition): p50 and p99, linear
+    interpolation, seconds. None for no task (a resumed stage, a stage run in the driver)."""
+    if not seconds:
+        return {}
+    p50, p99 = np.percentile(np.asarray(seconds, dtype=float), [50, 99])
+    return {"partition_seconds_p50": round(float(p50), 4), "partition_seconds_p99": round(float(p99), 4)}
 
 
 def peak_rss_mb() -> float:

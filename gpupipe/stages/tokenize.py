@@ -13,7 +13,6 @@ corpus (19.8 MB) to within 0.16% of the tokens of one learnt from all of it (1 M
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import os
@@ -141,9 +140,7 @@ class Tokenize(MapStage):
             save_tokenizer(tok, path)
         # Workers load the saved file: the same bytes everywhere, whoever trained it.
         worker = Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
-        timed = _TimedExecutor(job.executor)
-        stats = MapStage.execute(worker, dataclasses.replace(job, executor=timed))
-        return _TimedStats(**vars(stats), partition_seconds=timed.seconds)
+        return MapStage.execute(worker, job)
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         ids, offsets = encode_batch_flat(self._tok, df["text"].tolist())
@@ -174,28 +171,6 @@ class Tokenize(MapStage):
         return c
 
 
-class _TimedExecutor:
-    """The job's executor, keeping the wall time each partition task reports (its stats' `seconds`)."""
-
-    def __init__(self, executor):
-        self.executor, self.seconds = executor, []
-
-    def map(self, fn, *iterables, **kwargs) -> list:
-        results = self.executor.map(fn, *iterables, **kwargs)
-        self.seconds += [r["seconds"] for r in results]
-        return results
-
-
-@dataclasses.dataclass
-class _TimedStats(StageStats):
-    """The stage's stats plus its per-partition latency p50/p99 (chains of map stages get it in _run_chain)."""
-
-    partition_seconds: list = dataclasses.field(default_factory=list)
-
-    def to_dict(self, name: str, seconds: float) -> dict:
-        from gpupipe.report.metrics import latency_fields
-
-        return {**super().to_dict(name, seconds), **latency_fields(self.partition_seconds)}
 
 
 TOKEN_COUNT_BIN = "token_count_bin_"
