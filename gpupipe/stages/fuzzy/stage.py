@@ -21,8 +21,8 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
-from gpupipe.io.parts import read_part
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.fuzzy.bands import band_rows
 from gpupipe.stages.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
@@ -60,10 +60,19 @@ def band_groups(cfg: FuzzyDedupConfig) -> list[list[int]]:
     return [list(map(int, g)) for g in np.array_split(np.arange(bands), min(cfg.band_groups, bands))]
 
 
+def _needed(path, cfg: FuzzyDedupConfig) -> pd.DataFrame:
+    """The columns of a part the signatures and the keeper choice read (text, lang, the priority columns): a part
+    carries every earlier stage's columns (dozens of quality signals), read for nothing otherwise. A priority
+    column the part lacks is named by `priority_frame`'s error."""
+    names = pq.ParquetFile(path).schema_arrow.names
+    wanted = {"doc_index", "text", "lang", *(p.lstrip("-") for p in cfg.priority)}
+    return pd.read_parquet(path, columns=[c for c in names if c in wanted])
+
+
 def sign(stage: FuzzyDedup, task: Task) -> None:
     cfg = stage.config
     with annotate("gpupipe/fuzzy_dedup/sign"):
-        df = read_part(task.item)
+        df = _needed(task.item, cfg)
         texts = texts_of(df)
         bh = lsh_band_hashes(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg, stage.ctx.seed, stage.ctx.device)
         out = priority_frame(df, cfg, texts).assign(part=np.int64(task.index))
@@ -108,7 +117,7 @@ def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
     wanted = task.exchange.get("candidates", 0)
     if wanted is None:
         return np.zeros(0, np.int64)
-    df = read_part(task.item)
+    df = _needed(task.item, stage.config)
     df = df[df["doc_index"].isin(wanted["doc_index"].to_numpy())]
     if df.empty:
         return np.zeros(0, np.int64)
