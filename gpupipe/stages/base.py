@@ -95,7 +95,7 @@ class StageStats:
 
 def latency_fields(seconds: list[float]) -> dict[str, float]:
     """Per-task wall times as a stage's stats fields (the dashboards' latency per partition): p50 and p99, linear
-    interpolation, seconds. None for no task (a resumed stage, a stage run in the driver)."""
+    interpolation, seconds; nothing when the stage ran no task (resumed, or run in the driver)."""
     if not seconds:
         return {}
     p50, p99 = np.percentile(np.asarray(seconds, dtype=float), [50, 99])
