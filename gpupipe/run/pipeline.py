@@ -222,7 +222,11 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(part_paths(folders[j])), resumed=False)
                 d["extra"] = dict(sorted({**d["extra"], "peak_rss_mb_driver": peak_rss_mb()}.items()))
+            # Last stage first: once a chain's first stage shows its marker, all of the chain is marked (an
+            # interrupt between two markers leaves the chain's first stage unmarked, so the whole chain reruns).
+            for j, d in reversed(list(zip(group, done))):
                 run.mark_done(folders[j], d)
+            for j, d in zip(group, done):
                 stage_stats.append(d)
                 log.info("stage %s: %d in, %d out, removed %s, %.2f s", folders[j].name, d["docs_in"],
                          d["docs_out"], d["removed"], d["seconds"])
