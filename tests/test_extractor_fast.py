@@ -10,7 +10,7 @@ import yaml
 from gpupipe.extract.fast import extract_text
 from gpupipe.extract.timeout import PageTimeout, time_limit
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.extract import Extract, ExtractConfig
+from gpupipe.stages.extract import Extract, ExtractConfig, trafilatura_extractor
 
 PROSE = ("Rivers carve valleys over thousands of years as water erodes rock and carries sediment downstream. "
          "In mountain regions the slope is steep, so the water moves quickly and cuts deep V-shaped valleys. ")
@@ -68,8 +68,94 @@ def test_stage_extractors_and_reasons(extractor):
     assert kept["id"].tolist() == ["p0"] and "Wheels carve" in kept["text"].iloc[0]
     assert dict(stats.removed) == {"empty_html": 1, "no_main_text": 1}
     assert stats.extra["peak_extract_page_ms"] >= 0 and "extract_ms" in stats.extra
-    if extractor == "auto":   # both pages with HTML kept little text: trafilatura was asked for them
-        assert stats.extra["extract_fallback"] == 2
+    if extractor == "auto":   # neither went to trafilatura: one kept enough text, the other page has none
+        assert stats.extra["extract_fallback"] == 0
+
+
+def test_auto_asks_trafilatura_where_fast_kept_little_of_a_page_with_text():
+    """fast keeps only the short paragraph here (the rest of the page's text is a list of links); the page has more
+    text than that, so auto asks trafilatura, on the page as fast cleaned it, and returns its answer."""
+    links = "".join(f"<li><a href='/s{i}'>Story {i}: how the rivers of the north carve their valleys in the ice "
+                    f"ages</a></li>" for i in range(5))
+    html = (f"<html><body><nav><a href='/'>Home</a></nav><script>var tracker = 1;</script><article>"
+            f"<p>A short note on rivers, under two hundred characters.</p><ul>{links}</ul></article></body></html>")
+    fast = extract_text(html)
+    assert fast.content_chars < 200 < fast.page_chars
+    cleaned = fast.cleaned_html()
+    assert "<script" not in cleaned and "<nav" not in cleaned and "Story 4: how the rivers" in cleaned
+    kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
+    assert stats.extra["extract_fallback"] == 1
+    expected = trafilatura_extractor(ExtractConfig())(cleaned, "https://example.com/docs") or fast.text
+    assert kept["text"].iloc[0] == expected
+
+
+def _post(author: str, words: str) -> str:
+    return (f'<div class="comment"><div class="comment-author">{author}</div>'
+            f'<div class="comment-body"><p>{words} {PROSE}</p></div></div>')
+
+
+def test_forum_posts_are_the_page_but_a_small_comment_section_is_not():
+    """Posts of one class ("comment") are each a small part of the page but together its content: kept. Under an
+    article the same markup is a small share of the page: dropped."""
+    thread = (f"<html><body><nav><a href='/'>Forum index</a></nav><h1>Which river is longest?</h1>"
+              f"<div class='thread'>{''.join(_post(f'user{i}', f'Post number {i} says:') for i in range(5))}</div>"
+              f"<aside class='sidebar'><a href='/r'>Rules of the forum</a></aside></body></html>")
+    text = extract_text(thread).text
+    assert all(f"Post number {i} says" in text for i in range(5)), text
+    assert "Rules of the forum" not in text and "Forum index" not in text
+    article = DOC_PAGE.replace("</main>", f"<div class='comments'>{_post('bob', 'Nice one.')}</div></main>")
+    text = extract_text(article).text
+    assert "Wheels carve" in text and "Nice one." not in text
+
+
+def test_content_named_container_wins_over_teasers_beside_it():
+    """A long teaser list beside the article (not marked boilerplate by its names) does not widen the container:
+    the element named as the article's body holds most of the value and is preferred."""
+    teaser = ("<div class='card'><h5><a href='/t{0}'>Another story number {0} with a long headline</a></h5>"
+              "<div class='card-description'>Teaser {0}: a summary of a different story that goes on for a while, "
+              "long enough to read like a paragraph of prose.</div></div>")
+    html = (f"<html><body><div class='page'><div class='ArticlePage-articleBody'><p>{PROSE}</p>"
+            f"<p>{PROSE.replace('Rivers', 'Glaciers')}</p></div>"
+            f"<div class='more-from-us'>{''.join(teaser.format(i) for i in range(3))}</div></div></body></html>")
+    text = extract_text(html).text
+    assert "Rivers carve" in text and "Glaciers carve" in text and "Teaser" not in text
+
+
+def test_camel_case_boilerplate_and_page_metadata_dropped():
+    html = (f"<html><body><article><p>{PROSE}</p>"
+            "<div class='InlineImage-imageEmbedCaption'>The river at dawn, seen from the old bridge over the "
+            "valley.</div><p>" + PROSE.replace("Rivers", "Streams") + "</p>"
+            "<span itemprop='publisher' itemscope><span itemprop='name'>Example Media Group</span></span>"
+            "</article></body></html>")
+    text = extract_text(html).text
+    assert "Streams carve" in text and "old bridge" not in text and "Example Media" not in text
+
+
+def test_cjk_lines_count_by_their_weight():
+    """Japanese lines of 30 characters carry as much as 90 Latin ones: they are main text (counted by their length
+    alone they would be short lines, and the English box beside them would win the page)."""
+    line = "川は何千年もかけて岩を削り、谷を作り、土砂を下流へ運びます。"
+    html = (f"<html><body><div class='box'>{PROSE[:120]}</div>"
+            f"<div>{''.join(f'<p>{i}{line}</p>' for i in range(6))}</div></body></html>")
+    text = extract_text(html).text
+    assert all(f"{i}{line}" in text for i in range(6))
+
+
+def test_listing_items_with_their_own_text_kept_link_lists_dropped():
+    item = ("<li><a href='/r{0}'>River guide number {0}: the long headline of a listed page, most of the item's "
+            "text</a>. Its own summary of the page, in sixty-odd characters.</li>")   # over half of it in the link
+    html = (f"<html><body><main><h1>Latest guides</h1><ul>{''.join(item.format(i) for i in range(4))}</ul>"
+            f"<ul><li><a href='/a'>Home page</a></li><li><a href='/b'>All guides</a></li>"
+            f"<li><a href='/c'>Contact the editors</a></li></ul></main></body></html>")
+    text = extract_text(html).text
+    assert all(f"River guide number {i}" in text for i in range(4)) and "Its own summary" in text
+    assert "Contact the editors" not in text and "All guides" not in text
+
+
+def test_repeated_lines_are_kept():
+    html = f"<html><body><article><p>{PROSE}</p><p>Eat every 2-3 hours.</p><p>{PROSE}</p>" \
+           f"<p>Eat every 2-3 hours.</p></article></body></html>"
+    assert extract_text(html).text.count("Eat every 2-3 hours.") == 2
 
 
 def test_fast_survives_pathological_nesting():
@@ -84,10 +170,12 @@ def _huge_table_page(rows: int = 5000) -> str:
     return f"<html><body><article><p>{PROSE}</p><table>{cells}</table></article></body></html>"
 
 
-def test_timeout_stops_a_pathological_page_and_the_partition_goes_on():
-    """trafilatura takes seconds on a 50,000-cell table (about 9 s here); with a 0.5 s limit it is stopped, counted
-    as extract_timeout, and the next page is extracted."""
-    stage = _stage(extractor="trafilatura", extract_timeout=0.5)
+@pytest.mark.parametrize("extractor", ["trafilatura", "auto", "fast"])
+def test_timeout_stops_a_pathological_page_and_the_partition_goes_on(extractor):
+    """trafilatura takes seconds on a 50,000-cell table (about 9 s here; fast about 1 s, and auto then asks
+    trafilatura, since fast keeps only the prose); with a 0.5 s limit it is stopped, counted as extract_timeout, and
+    the next page is extracted."""
+    stage = _stage(extractor=extractor, extract_timeout=0.5)
     t0 = time.perf_counter()
     kept, rejects, stats = stage.run_partition(_frame([_huge_table_page(), DOC_PAGE]))
     elapsed = time.perf_counter() - t0
@@ -115,6 +203,29 @@ def test_time_limit_in_a_worker_thread():
     th.start()
     th.join(10)
     assert not th.is_alive() and outcome == ["stopped", 499500]
+
+
+def test_time_limit_after_many_pages_and_with_a_shorter_limit():
+    """Pages in a row need no wake-up of the watchdog each (it wakes when the earliest deadline can be due), yet a
+    pathological page after many quick ones is stopped at its limit, and so is one with a shorter limit than the
+    pages before it (that one does wake the watchdog, which by then sleeps for the longer limit)."""
+    def pathological(limit: float) -> float:
+        t0 = time.perf_counter()
+        with pytest.raises(PageTimeout):
+            with time_limit(limit):
+                while True:
+                    pass
+        return time.perf_counter() - t0
+
+    for _ in range(200):
+        with time_limit(0.3):
+            pass
+    assert pathological(0.3) < 1.0
+    for _ in range(200):
+        with time_limit(10):
+            pass
+    time.sleep(0.5)   # the watchdog is now idle, waiting about 10 s
+    assert pathological(0.1) < 1.0
 
 
 def test_time_limit_off():

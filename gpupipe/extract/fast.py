@@ -1,27 +1,33 @@
 """A fast main-text extractor on selectolax's Lexbor DOM: one pass cuts the page into text blocks, a second picks
-the subtree with the most content-like text net of boilerplate, a third keeps that subtree's good blocks.
+the subtree with the most content-like text net of boilerplate, a third keeps that subtree's blocks less boilerplate.
 
 1. Cleaning (Lexbor, C): elements that never hold main text (script, style, nav, footer, aside, forms' controls,
-   media, hidden elements) are removed; boilerplate by class/id (share bars, related links, comment sections,
-   cookie banners, ...) is marked, unless the marked element holds most of the page's text (a wrapper class such
-   as `has-sidebar`, or a forum whose posts are the page).
+   media, hidden elements, schema.org metadata cards) are removed; boilerplate by class/id words (share bars,
+   related links, comment sections, captions, cookie banners, ...; camelCase names split into words) is marked,
+   unless the marked element, or all elements of its class together, hold much of the page's text (a wrapper class
+   such as `has-sidebar`; the posts of a forum thread). Elements named as an article's body ("article-body",
+   "entry-content", itemprop=articleBody) are noted.
 2. Blocks (one iterative walk, no recursion limit): paragraph-like elements (p, h1-h6, li, pre, blockquote, dd,
    table rows, divs with their own text, ...) become blocks with their text, link-text share, tag and ancestors.
-3. Scoring, in the way of trafilatura/jusText's text and link density: a block's value is its length when it looks
-   like prose (long enough, few links, not inside boilerplate), negative when it looks like boilerplate (link lists,
-   marked containers), about zero otherwise. The main container is the element whose blocks sum highest (a
-   maximum-subtree search: it widens over a split article and stops at menus and link lists).
-4. Output: the container's blocks in document order, dropping the boilerplate ones and short neutral ones that
-   stand alone; headings as lines of their own, table rows as cells joined by " | ", <pre> kept verbatim.
+3. Scoring, in the way of trafilatura/jusText's text and link density: a block's value is its length (CJK characters
+   weighted) when it looks like prose (long enough, few links, not inside boilerplate), negative when it looks like
+   boilerplate (link-dense with little text of its own, marked containers), about zero otherwise. The main
+   container is the element whose blocks sum highest (a maximum-subtree search: it widens over a split article and
+   stops at menus and link lists), narrowed to a content-named element inside it that holds most of its value.
+4. Output: the container's blocks in document order less the boilerplate ones (short neutral lines, headings, list
+   items and repeated lines stay, as trafilatura keeps them); headings as lines of their own, table rows as cells
+   joined by " | ", <pre> kept verbatim.
 
-`extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade uses them to decide
-when a page goes to trafilatura instead.
+`extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
+decide when a page goes to trafilatura instead. The constants were set on the tune half of the benchmark only
+(profiling/bench_extract.py; docs/design.md "Main-text extraction").
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -32,25 +38,48 @@ DROP_TAGS = ["script", "style", "noscript", "template", "svg", "math", "canvas",
 HIDDEN_CSS = '[hidden], [aria-hidden="true"], [style*="display:none"], [style*="display: none"], ' \
              '[style*="visibility:hidden"], [style*="visibility: hidden"]'
 
+# schema.org metadata about the page (publisher, logo, image, author cards), hidden by the site's CSS
+STRUCT_CSS = '[itemprop="publisher"], [itemprop="image"][itemscope], [itemprop="logo"], [itemprop="author"][itemscope]'
 BLOCK_TAGS = frozenset("p h1 h2 h3 h4 h5 h6 li pre blockquote dd dt div section article main header td th tr "
                        "table ul ol dl figcaption caption address details summary center body form fieldset "
                        "legend hr br".split())
 HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
-# class/id words of boilerplate containers (matched as whole words between - _ and spaces). Strong words mark any
-# element holding less than STRONG_SHARE of the page's text; weak ones (used for small parts of articles as often
-# as for page furniture: Blogger's main post sits in a "widget") only elements with little text of their own.
-STRONG_RE = re.compile(
-    r"(?:^|[-_\s])(?:nav|navbar|navigation|menu|menubar|footer|sidebar|share|sharing|social|socials|related|"
-    r"comments?|cookies?|consent|gdpr|newsletter|subscribe|subscription|promo|advert|advertisement|"
-    r"breadcrumbs?|popup|modal|signup|login|recommended|recirc|most-popular|trending|outbrain|taboola|disqus|"
-    r"pagination|pager|toolbar|masthead|copyright|more-stories|read-more|see-also|sr-only|visually-hidden|"
-    r"screen-reader-text|gallery|carousel|slideshow|slider|lightbox)(?:$|[-_\s])", re.I)
-WEAK_RE = re.compile(
-    r"(?:^|[-_\s])(?:ads|ad|banner|widget|byline|author|tags|tag-list|topics|meta|popular|skip|print|email|jump|"
-    r"caption|credit|timestamp|date|dateline|published|updated|rating|hidden)(?:$|[-_\s])", re.I)
+# class/id words of boilerplate containers, matched as whole words between - _ and spaces (camelCase names split:
+# "InlineImage-imageEmbedCaption" -> inline image image embed caption), or as pairs of adjacent words. Strong words
+# mark any element holding less than STRONG_SHARE of the page's text; weak ones (used for small parts of articles as
+# often as for page furniture: Blogger's main post sits in a "widget") only elements with little text of their own.
+STRONG_WORDS = frozenset(
+    "nav navbar navigation menu menubar footer sidebar share sharing social socials related comment comments cookie "
+    "cookies consent gdpr newsletter subscribe subscription promo advert advertisement breadcrumb breadcrumbs popup "
+    "modal signup login recommended recirc trending outbrain taboola disqus pagination pager toolbar masthead "
+    "copyright gallery carousel slideshow slider lightbox caption credit figcaption keypoints".split())
+STRONG_PAIRS = frozenset(tuple(p.split("-")) for p in "most-popular more-stories read-more see-also sr-only "
+                         "visually-hidden screen-reader key-points summary-box".split())
+WEAK_WORDS = frozenset("ads ad banner widget byline author tags topics meta popular skip print email jump timestamp "
+                       "date dateline published updated rating hidden".split())
+WEAK_PAIRS = frozenset({("tag", "list")})
+# class/id of the element that holds an article's or post's body (as trafilatura's BODY_XPATH and readability's
+# positive names): "article-body", "post_content", "entryContent", "story-body", or a class token that is just
+# "content", "entry" or "text"
+CONTENT_PAIRS = frozenset((a, b) for a in "article post entry story blog main page rich news".split()
+                          for b in "body content text entry".split())
+CONTENT_WORDS = frozenset(a + b for a, b in CONTENT_PAIRS)
+CONTENT_TOKENS = frozenset("content entry text".split())
+SPLIT_RE = re.compile(r"[-_\s]+")
+CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
 STRONG_SHARE = 0.4
-BOILER_WEIGHT = 0.6
 WEAK_CHARS = 200
+# the main container: the outermost content-named element inside the best subtree whose blocks sum to at least this
+# share of the best sum is preferred to the best subtree itself (which may add teaser cards or a key-points box)
+CONTENT_SHARE = 0.5
+BOILER_WEIGHT = 0.6
+# a link-dense block (over half its text in links) is boilerplate unless it has this many characters of its own (a
+# list item "<a>headline</a>. Two sentences of summary." is content; trafilatura too tests link density only on
+# short elements)
+LINK_OWN_CHARS = 50
+# a CJK character counts as this many characters in the length tests (one carries about a word's worth)
+CJK_WEIGHT = 3
+CJK_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 WS_RE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
 NL_RE = re.compile(r" *\n[\s]*")
 
@@ -71,34 +100,65 @@ class Result:
     page_chars: int      # text of all blocks on the cleaned page
     content_chars: int   # text of the blocks kept
     blocks: int
+    tree: LexborHTMLParser | None = field(default=None, repr=False)   # the cleaned page (auto's fallback reads it)
+
+    def cleaned_html(self) -> str | None:
+        """The page less what cleaning removed (scripts, styles, menus, footers, hidden parts, media), as HTML."""
+        return self.tree.html if self.tree is not None else None
 
 
-def _class_id(node) -> str:
-    a = node.attributes
+def _class_kinds(a: dict) -> tuple[bool, bool, bool]:
+    """(strong boilerplate, weak boilerplate, content) words in an element's class and id."""
     c, i = a.get("class"), a.get("id")
-    return f"{c or ''} {i or ''}" if (c or i) else ""
+    if not (c or i):
+        return False, False, False
+    ci = f"{c or ''} {i or ''}"
+    if not ci.islower():
+        ci = CAMEL_RE.sub(r"\1 ", ci).lower()
+    words = SPLIT_RE.split(ci.strip())
+    pairs = set(zip(words, words[1:])) if len(words) > 1 else ()
+    return (not STRONG_WORDS.isdisjoint(words) or not STRONG_PAIRS.isdisjoint(pairs),
+            not WEAK_WORDS.isdisjoint(words) or not WEAK_PAIRS.isdisjoint(pairs),
+            not CONTENT_WORDS.isdisjoint(words) or not CONTENT_PAIRS.isdisjoint(pairs)
+            or not CONTENT_TOKENS.isdisjoint(f"{c or ''} {i or ''}".lower().split()))
 
 
 def _clean(tree) -> None:
-    for node in tree.css(HIDDEN_CSS):
+    for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
         if node.tag not in ("html", "body"):
             node.decompose()
     tree.strip_tags(DROP_TAGS)
 
 
-def _marked_boilerplate(body, page_chars: int) -> set:
-    """mem_ids of elements whose class/id says boilerplate and that do not hold most of the page's text."""
-    marked = set()
+def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
+    """mem_ids of elements whose class/id says boilerplate and that do not hold most of the page's text, and of the
+    elements whose class/id (or itemprop=articleBody) names them as the body of an article or post.
+
+    The share is also taken over all elements of the same class: the posts of a forum thread or the reviews of a
+    product page ("comment", "review" ...) are each a small part of the page but together they are the page."""
+    marked, content = set(), set()
+    strong_nodes: list[tuple[int, str]] = []
+    class_chars: dict[str, int] = {}
     for node in body.traverse(include_text=False):
-        ci = _class_id(node)
-        if not ci or node.tag in ("html", "body", "main", "article"):
+        a = node.attributes
+        if not a:
             continue
-        strong = STRONG_RE.search(ci) is not None
-        if strong or WEAK_RE.search(ci):
-            n = len(node.text(deep=True, separator=" ", strip=True))
-            if n < (STRONG_SHARE * page_chars if strong else WEAK_CHARS):
+        strong, weak, named = _class_kinds(a)
+        if (named or a.get("itemprop") == "articleBody") and node.tag not in ("html", "body"):
+            content.add(node.mem_id)
+        if not (strong or weak) or node.tag in ("html", "body", "main", "article"):
+            continue
+        n = len(node.text(deep=True, separator=" ", strip=True))
+        if not strong:
+            if n < WEAK_CHARS:
                 marked.add(node.mem_id)
-    return marked
+        elif n < STRONG_SHARE * page_chars:
+            key = a.get("class") or ""
+            class_chars[key] = class_chars.get(key, 0) + n
+            strong_nodes.append((node.mem_id, key))
+    marked.update(m for m, key in strong_nodes
+                  if not key or class_chars[key] < STRONG_SHARE * page_chars)
+    return marked, content
 
 
 def _blocks(body, marked: set) -> list[Block]:
@@ -169,7 +229,7 @@ def _blocks(body, marked: set) -> list[Block]:
                 in_pre[0] += 1
             stack.append((node, False))
             children = list(node.iter(include_text=True))
-            stack.extend((c, True) for c in reversed(children))
+            stack.extend(zip(reversed(children), repeat(True)))
         else:
             if is_block and not (tag in ("td", "th") and _row_is_data(tags[:-1])):
                 flush(tag)
@@ -192,14 +252,22 @@ def _row_is_data(tags: list[str]) -> bool:
     return bool(tags) and tags[-1] == "tr"
 
 
+def _length(text: str) -> int:
+    """Characters, with CJK ones weighted (CJK_WEIGHT)."""
+    if text.isascii():
+        return len(text)
+    return len(text) + (CJK_WEIGHT - 1) * len(CJK_RE.findall(text))
+
+
 def _value(b: Block) -> float:
     n = len(b.text)
     ld = b.link_chars / n if n else 0.0
+    m = _length(b.text)
     # boilerplate counts against a container, but less than prose for it: an article body with a related-links
     # box inside is still the article (the box is dropped at output)
     if b.boiler:
         return -BOILER_WEIGHT * n - 20.0
-    if ld > 0.5:
+    if ld > 0.5 and m * (1.0 - ld) < LINK_OWN_CHARS:
         return -BOILER_WEIGHT * n - 10.0
     if b.tag in HEADINGS:
         return 0.0
@@ -209,9 +277,9 @@ def _value(b: Block) -> float:
         return -n - 10.0
     if b.tag == "tr":                             # a data table's row: worth keeping, less than prose
         return 0.3 * n if n >= 20 and ld < 0.3 else 0.0
-    long_enough = n >= 80 or (n >= 40 and b.text[-1:] in ".!?。！？:;»\"”)")
+    long_enough = m >= 80 or (m >= 40 and b.text[-1:] in ".!?。！？:;»\"”)")
     if long_enough:
-        return n * (1.0 - ld)
+        return m * (1.0 - ld)
     return -5.0
 
 
@@ -224,10 +292,10 @@ def extract_text(html: str, tables: bool = True) -> Result:
     if not tables:
         tree.strip_tags(["table"])
     page_chars = len(body.text(deep=True, separator=" ", strip=True))
-    marked = _marked_boilerplate(body, page_chars)
+    marked, content = _marked_boilerplate(body, page_chars)
     blocks = _blocks(body, marked)
     if not blocks:
-        return Result("", page_chars, 0, 0)
+        return Result("", page_chars, 0, 0, tree)
     # maximum subtree: each block's value counts for every ancestor
     sums: dict = {}
     depth: dict = {}
@@ -239,25 +307,20 @@ def extract_text(html: str, tables: bool = True) -> Result:
     best = max(sums.values())
     # the deepest element within 5% of the best sum (a wrapper adding only neutral blocks is not preferred)
     top = max((a for a, s in sums.items() if s >= best - 0.05 * abs(best)), key=lambda a: depth[a])
+    # a content-named element inside it that holds most of its value narrows it (the outermost such: an article
+    # split into several "post-content" sections around figures is kept whole)
+    inside = {a for b in blocks if top in b.path for a in b.path[depth[top]:]}
+    named = [a for a in content & inside if sums[a] >= CONTENT_SHARE * best > 0]
+    if named:
+        top = min(named, key=lambda a: (depth[a], -sums[a]))
     keep = _select([b for b in blocks if top in b.path])
     text = "\n".join(b.text for b in keep)
-    return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep))
+    return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree)
 
 
 def _select(blocks: list[Block]) -> list[Block]:
-    """Good blocks, plus headings and short neutral ones that sit next to good ones (jusText's context rule)."""
-    good = [b.value > 0 for b in blocks]
-    out = []
-    seen = set()
-    for i, b in enumerate(blocks):
-        if b.text in seen:       # a repeated caption or teaser
-            continue
-        seen.add(b.text)
-        if good[i]:
-            out.append(b)
-        elif b.value >= -5.0 and not b.boiler:
-            nxt = next((good[j] for j in range(i + 1, min(i + 3, len(blocks)))), False)
-            prv = good[i - 1] if i else False
-            if (b.tag in HEADINGS and nxt) or (prv and nxt) or b.tag == "tr":
-                out.append(b)
-    return out
+    """The container's blocks less boilerplate: prose, and the short neutral ones (headings, list items, table rows,
+    short lines) that sit in the container, as trafilatura keeps them; link-dense and marked blocks are dropped.
+    Repeated lines are kept (the article repeats them; line-level dedup is a later stage's job): dropping them cost
+    F1 on the tune half."""
+    return [b for b in blocks if b.value > 0 or (b.value >= -5.0 and not b.boiler)]

@@ -35,9 +35,12 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
+        self._wake = 0.0      # when the watchdog thread wakes next (monotonic); 0: not known, notify
+        self._idle = 1.0      # its wait when nothing is pending: the last limit started
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():   # also after a fork
+            self._wake = float("inf")   # the new thread computes its first wake-up from what is active
             self._thread = threading.Thread(target=self._run, name="gpupipe-extract-watchdog", daemon=True)
             self._thread.start()
 
@@ -50,14 +53,22 @@ class _Watchdog:
                         self._fired.add(token)
                         _set_async_exc(tid, PageTimeout)
                 pending = [d for t, (_, d) in self._active.items() if t not in self._fired]
-                self._cond.wait(timeout=max(0.0, min(pending) - now) if pending else None)
+                # idle: wake after the last limit used, so that a page started meanwhile with that limit (the usual
+                # case: one stage, one limit) needs no notify; see start()
+                wait = max(0.0, min(pending) - now) if pending else self._idle
+                self._wake = now + wait
+                self._cond.wait(timeout=wait)
 
     def start(self, seconds: float) -> int:
         with self._cond:
             self._ensure_thread()
             token = next(self._tokens)
-            self._active[token] = (threading.get_ident(), time.monotonic() + seconds)
-            self._cond.notify()
+            deadline = time.monotonic() + seconds
+            self._active[token] = (threading.get_ident(), deadline)
+            self._idle = seconds
+            # a wake-up already due before this deadline will see it: no notify, no thread switch per page
+            if deadline < self._wake:
+                self._cond.notify()
             return token
 
     def stop(self, token: int) -> bool:

@@ -1,7 +1,9 @@
-"""Main-text extraction: trafilatura (default, favouring precision, with its own fallback extractors), resiliparse
-(a C++ extractor, about 10x faster, a few points of F1 lower), `fast` (gpupipe's own block scorer on selectolax's
-Lexbor DOM, gpupipe/extract/fast.py: about 5x trafilatura's pages/s, 0.01 F1 below it on the news benchmark) or
-`auto` (fast, with trafilatura for the pages where fast kept little text). `profiling/bench_extract.py` measures all.
+"""Main-text extraction: trafilatura (default: precision mode, with its own fallback extractors), `auto`
+(gpupipe's own block scorer on selectolax's Lexbor DOM, gpupipe/extract/fast.py, with trafilatura for the rare page
+where it kept almost nothing: about 4.7x trafilatura's pages/s, F1 0.002 below it on the held-out half of the news
+benchmark), `fast` (the block scorer alone) or resiliparse (a C++ extractor, about 10x faster, a few points of F1
+lower).
+`profiling/bench_extract.py` measures all.
 
 Every page runs under a time bound (`extract_timeout` seconds, gpupipe/extract/timeout.py): a page past it is
 stopped and dropped as `extract_timeout`; the partition goes on. The stage's extra stats carry `extract_ms` (time in
@@ -34,19 +36,22 @@ log = logging.getLogger("gpupipe")
 
 LOGGED_ERRORS = 3  # extract_error examples logged per partition; the per-class counts cover the rest
 LOGGED_SLOWEST = 3  # slowest pages logged per partition
-# `auto`: pages where the fast extractor kept fewer characters than this go to trafilatura. Chosen on the even-indexed
-# half of the 181 benchmark pages (profiling/bench_extract.py reports that half, the other half and all 181).
-AUTO_FALLBACK_CHARS = 1000
+# `auto`: pages where the fast extractor kept fewer characters than this (of a page with more text than this) go to
+# trafilatura: a safety net for pages whose structure the block scorer misreads. On the even-indexed (tune) half of
+# the 181 benchmark pages no cheap signal (kept length, kept share of the page) picked pages where trafilatura does
+# better (docs/design.md), so the net is kept small and cheap: no page of that half falls back at 200 (at 1000, 10 %
+# do, for -0.0003 F1).
+AUTO_FALLBACK_CHARS = 200
 
 
 class ExtractConfig(Strict):
-    # trafilatura, seed 002 §1.2's options. On the scrapinghub article-extraction benchmark (181 pages) precision
-    # mode is the better choice, not just the seed's: F1 0.964 against 0.953 for trafilatura's defaults and 0.960
-    # with favor_precision off (bench_extract.py), so the seed's settings are also the defaults here.
-    # `fast` / `auto` (gpupipe/extract/fast.py) do not reach trafilatura's F1 on that benchmark (bench_extract.py,
-    # docs/design.md "Main-text extraction"), so they are not the default.
+    # trafilatura with seed 002 §1.2's options (precision mode beats trafilatura's defaults on the scrapinghub
+    # benchmark: 0.964 against 0.953); they also apply to auto's fallback. `auto` (gpupipe/extract/fast.py,
+    # trafilatura as a safety net) runs at 4.7x its pages/s with F1 0.967 on all 181 pages, but its rules were tuned
+    # on half of them, and on the other half it is 0.002 below precision mode (0.951 against 0.953): not a win on
+    # both axes, which #19 asks before it becomes the default (bench_extract.py, docs/design.md).
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "trafilatura"
-    favor_precision: bool = True        # trafilatura only
+    favor_precision: bool = True        # trafilatura (and auto's fallback) only
     include_tables: bool = True         # resiliparse: false skips <table> elements
     include_comments: bool = False      # resiliparse: its `comments` option
     fallback: bool = True               # trafilatura's readability/jusText fallbacks when its own heuristics fail
@@ -95,7 +100,11 @@ def fast_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str | None
 
 
 class _Auto:
-    """fast first; trafilatura (the configured options) where fast kept under AUTO_FALLBACK_CHARS characters."""
+    """fast first; trafilatura (the configured options), on the page as fast cleaned it, where fast kept under
+    AUTO_FALLBACK_CHARS characters of a page that has more text than that. A page whose text (less scripts, menus,
+    footers, hidden parts) is that short anyway, such as an error page, a redirect or a script-only shell, common in
+    a crawl, is left to fast: trafilatura cannot find more there, and would cost its full time per page. The
+    fallback count is per instance (one per stage setup), read by run_partition."""
 
     def __init__(self, cfg: ExtractConfig) -> None:
         from gpupipe.extract.fast import extract_text
@@ -105,10 +114,11 @@ class _Auto:
 
     def __call__(self, html: str, url: str | None) -> str | None:
         result = self._fast(html, tables=self._tables)
-        if result.content_chars >= AUTO_FALLBACK_CHARS:
+        if result.content_chars >= AUTO_FALLBACK_CHARS or result.page_chars < AUTO_FALLBACK_CHARS:
             return result.text
         self.fallbacks += 1
-        return self._slow(html, url) or result.text
+        # trafilatura reads the page as fast cleaned it: same F1 on the tune half, a third less time (design.md)
+        return self._slow(result.cleaned_html() or html, url) or result.text
 
 
 EXTRACTORS = {"trafilatura": trafilatura_extractor, "resiliparse": resiliparse_extractor, "fast": fast_extractor,
@@ -119,6 +129,8 @@ def too_large(html: str, max_bytes: int) -> bool:
     # A character is 1 to 4 UTF-8 bytes: encode only when the character count leaves the answer open.
     if len(html) * 4 <= max_bytes:
         return False
+    if html.isascii():   # one byte each (a fast C scan, no copy)
+        return len(html) > max_bytes
     return len(html) > max_bytes or len(html.encode("utf-8", "surrogatepass")) > max_bytes
 
 
@@ -174,7 +186,9 @@ class Extract(MapStage):
         return df["_why"]
 
     def run_partition(self, df):
-        passed = [keeps_text(t, h) for t, h in zip(_cells(df, "text"), _cells(df, "html"))]
+        texts = _cells(df, "text")
+        # the html column is read (Arrow -> Python strings, costly for large pages) only where some text is present
+        passed = [keeps_text(t, h) for t, h in zip(texts, _cells(df, "html"))] if any(texts) else [False] * len(df)
         fallbacks0 = getattr(self._extract, "fallbacks", 0)
         self._timing = []
         kept, rejects, stats = super().run_partition(df if "html" in df.columns else df.assign(html=None))
