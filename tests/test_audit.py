@@ -97,10 +97,12 @@ def test_kept_removed_balance_and_provenance(run_dir):
     stats = json.loads((run_dir / "stats.json").read_text())
     langid = next(s for s in stats["stages"] if s["name"] == "langid")
     removed_total = sum(langid["removed"].values())
-    assert removed_total >= 5, "the synthetic crawl has spam that langid removes"
+    # other languages and pages too short to judge (script rules keep short CJK pages, #23)
+    assert removed_total >= 3, "the synthetic crawl has documents that langid removes"
+    k = min(5, removed_total)
     folder = _stage(run_dir, "langid")
-    samples, info = draw_sample(folder, 10, seed=0)
-    assert (info["kept_sampled"], info["removed_sampled"]) == (5, 5)
+    samples, info = draw_sample(folder, 2 * k, seed=0)
+    assert (info["kept_sampled"], info["removed_sampled"]) == (k, k)
     assert (info["kept"], info["removed"]) == (langid["docs_out"], removed_total)
     kept_ids = set(pd_ids(kept_parts(folder)))
     rejects = {r["id"]: r["reason"] for p in sorted((folder / "rejects").glob("*.parquet"))
@@ -112,7 +114,7 @@ def test_kept_removed_balance_and_provenance(run_dir):
         else:
             assert rejects[s["id"]] == s["reason"] and s["reason"] in langid["removed"]
         assert s["text"] and len(s["text"]) <= 1000
-    assert [s["status"] for s in samples].count("kept") == 5
+    assert [s["status"] for s in samples].count("kept") == k
     assert len({s["sample_id"] for s in samples}) == len(samples)
     # asked for more than there is: everything, once
     every, info = draw_sample(folder, 100_000, seed=0)

@@ -75,9 +75,14 @@ def test_short_documents_are_undetermined_at_the_min_chars_boundary(model_stage)
     just_under, at_limit = "The river runs to the sea now", "The river runs to the sea now."
     assert (len(just_under), len(at_limit)) == (29, 30)
     stage = _with(model_stage, min_chars=30)
-    scored = stage.transform(_frame([just_under, at_limit, "  ", "好"]))
-    assert scored["lang"].tolist() == ["und", "en", "und", "und"]
-    assert scored["lang_score"].tolist()[0] == 0.0
+    scored = stage.transform(_frame([just_under, at_limit, "  ", "好", "ok 好评"]))
+    # too short for fastText; a short text in Han (no kana) is Chinese by its script alone (the script rules)
+    assert scored["lang"].tolist() == ["und", "en", "und", "zh", "zh"]
+    assert scored["lang_rule"].tolist() == ["", "", "", "short_script", "short_script"]
+    assert scored["lang_raw"].tolist() == ["und", "en", "und", "und", "und"]
+    assert scored["lang_score"].tolist()[0] == 0.0 and scored["lang_score"].tolist()[3] == 1.0
+    scored = _with(model_stage, min_chars=30, script_rules=False).transform(_frame(["好"]))
+    assert scored["lang"].tolist() == ["und"]                     # without them, as before
     kept, rejects, stats = _run(stage, [just_under, at_limit, "  "])
     assert kept["id"].tolist() == ["d1"] and dict(stats.removed) == {"lang_too_short": 2}
 
@@ -142,6 +147,7 @@ def test_aggregation_votes_by_characters_among_confident_paragraphs():
 
 
 def test_one_kernel_call_per_partition(model_stage):
+    """One predict call per partition, plus one for the unsure texts predicted again case-folded."""
     calls = []
 
     class Spy:
@@ -152,14 +158,18 @@ def test_one_kernel_call_per_partition(model_stage):
         def get_labels(self):
             return model_stage._model.get_labels()
 
+    caps = "PACIFIC TIMBER CO 1ST QTR NET\nShr 20 cts vs 28 cts\nNet 393,371 vs 555,989\nRevs 3,669,602 vs 3,498,780"
     for level in ("document", "paragraph"):
-        calls.clear()
-        stage = _with(model_stage, level=level)
-        stage._model = Spy()
-        fruit = "\n".join(["苹果", "香蕉", "橘子", "葡萄", "西瓜", "草莓", "桃子", "梨子", "李子", "杏子", "枣子"])
-        stage.transform(_frame(["\n".join(EN_PARAS), "\n".join(ZH_PARAS), "ok", fruit]))
-        # newlines are folded to spaces and long texts sampled in the kernel, as spread_sample(...).replace does
-        assert calls == [(3 if level == "document" else 7, {"max_chars": 10_000, "newline_is_space": True})]
+        for casefold_below, retried in ((0.0, []), (0.5, [1])):
+            calls.clear()
+            stage = _with(model_stage, level=level, casefold_below=casefold_below, paragraph_min_chars=200)
+            stage._model = Spy()
+            fruit = "\n".join(["苹果", "香蕉", "橘子", "葡萄", "西瓜", "草莓", "桃子", "梨子", "李子", "杏子", "枣子"])
+            scored = stage.transform(_frame(["\n".join(EN_PARAS), "\n".join(ZH_PARAS), "ok", fruit, caps]))
+            # newlines are folded to spaces and long texts sampled in the kernel, as spread_sample(...).replace does
+            kw = {"max_chars": 10_000, "newline_is_space": True}
+            assert calls == [(4, kw)] + [(n, kw) for n in retried]
+            assert scored["lang"].iloc[4] == ("en" if retried else "es")
 
 
 def test_empty_partition(model_stage):

@@ -317,6 +317,12 @@ def test_zh_ratios_boundaries():
     assert judge(han(29) + "a" * 71, "zh", "min_cn_char_ratio", lang="zh")[0] == "zh_cn_char_ratio"
     assert judge(han(85) + "，" * 15, "zh", "max_punctuation_ratio", lang="zh")[0] is None
     assert judge(han(84) + "。" * 16, "zh", "max_punctuation_ratio", lang="zh")[0] == "zh_punctuation_ratio"
+    # the floor (off by default): a Chinese keyword list, unpunctuated, against prose that punctuates
+    keywords = " ".join(["便宜手表", "手表批发", "名牌包包", "低价促销", "正品保证", "全国包邮"] * 5)
+    assert judge(keywords, "zh", lang="zh")[0] is None
+    assert judge(keywords, "zh", "min_punctuation_ratio", lang="zh", min_punctuation_ratio=0.01)[0] == \
+        "zh_min_punctuation_ratio"
+    assert judge(han(99) + "。", "zh", "min_punctuation_ratio", lang="zh", min_punctuation_ratio=0.01)[0] is None
 
 
 def test_zh_garbled():

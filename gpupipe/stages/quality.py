@@ -27,7 +27,8 @@ differ on purpose:
 
 Rule order (the first failing rule is the document's reason, so each dropped document has exactly one). zh comes
 first so that a short or garbled Chinese document is reported as such, not by a repetition rule:
-  zh:                zh_min_chars, zh_max_chars, zh_garbled, zh_cn_char_ratio, zh_punctuation_ratio
+  zh:                zh_min_chars, zh_max_chars, zh_garbled, zh_cn_char_ratio, zh_punctuation_ratio,
+                     zh_min_punctuation_ratio (off unless set)
   gopher_quality:    gopher_min_words, gopher_max_words, gopher_min_mean_word_length, gopher_max_mean_word_length,
                      gopher_hash_ratio, gopher_ellipsis_ratio, gopher_bullet_lines, gopher_ellipsis_lines,
                      gopher_alpha_words, gopher_stop_words
@@ -164,6 +165,9 @@ class ZhConfig(Strict):
     max_chars: NonNegativeInt | None = 200_000
     min_cn_char_ratio: Fraction | None = 0.3
     max_punctuation_ratio: Fraction | None = 0.15  # Unicode punctuation (P*) / characters
+    # Not in seed 002: Chinese prose punctuates its sentences (，。 are ~5-10% of its characters), keyword-stuffed
+    # SEO pages ("便宜手表 手表批发 ...") do not. Off by default; configs/full.yaml sets 0.01.
+    min_punctuation_ratio: Fraction | None = None
     no_garbled: bool = True
     max_bad_char_ratio: Fraction = 0.01
     max_latin1_ratio: Fraction = 0.1
@@ -381,6 +385,7 @@ def _rules(df, cfg: QualityConfig) -> list[tuple[str, np.ndarray | None]]:
             ("zh_garbled", garbled),
             ("zh_cn_char_ratio", _below(df, "q_zh_cn_char_ratio", z.min_cn_char_ratio)),
             ("zh_punctuation_ratio", _above(df, "q_zh_punctuation_ratio", z.max_punctuation_ratio)),
+            ("zh_min_punctuation_ratio", _below(df, "q_zh_punctuation_ratio", z.min_punctuation_ratio)),
         ])
     q = cfg.gopher_quality
     if q.enabled:
