@@ -102,6 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                       ("partition_bytes", "executor.partition_bytes")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
+    if args.scheduler_address:
+        overrides.update({"executor.kind": "dask", "executor.scheduler_address": args.scheduler_address})
     try:
         cfg = load_config(args.config, overrides)
     except ConfigError as e:
@@ -116,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, DeviceError, RunDirBusy) as e:
         return fail(str(e), 2)
     except (EmptyRunError, ConservationError) as e:
-        return fail(f"{e}\n(stats: {Path(cfg.output) / 'stats.json'})", 1)
+        return fail(f"{e}\n(stats: {cfg.output.rstrip('/')}/stats.json)", 1)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         return fail(f"interrupted ({signal.Signals(signum).name}); run the same command again to resume after "
@@ -132,9 +134,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(funnel_table(stats))
     console.print(f"run directory: {cfg.output}  (stats.json, config.resolved.yaml, stages/, logs/)")
     console.print(f"curated documents: {stats['curated_dir']}")
-    report = Path(cfg.output) / "report.html"
-    if report.is_file():
-        console.print(f"report: {report}  (audit samples: gpupipe audit {cfg.output} --stage NAME)")
+    from gpupipe.io import storage
+
+    report = storage.join(cfg.output, "report.html")
+    if storage.isfile(report):
+        local = cfg.output
+        if storage.is_url(cfg.output):   # audit and report work on the run's local copy (run/remote.py)
+            from gpupipe.run.remote import default_work_dir
+
+            local = cfg.storage.work_dir or str(default_work_dir(cfg.output))
+            console.print(f"local copy of the run directory: {local}")
+        console.print(f"report: {report}  (audit samples: gpupipe audit {local} --stage NAME)")
     if stats["shards_dir"]:
         console.print(f"token shards: {stats['shards_dir']}  (check them: gpupipe verify {stats['shards_dir']})")
     return 0
@@ -168,6 +178,40 @@ def cmd_verify(args: argparse.Namespace) -> int:
     m = read_manifest(args.shard_dir)
     console.print(f"OK: {len(m['shards'])} shards, {m['sequences']} sequences of {m['seq_len']} tokens, "
                   f"{m['documents_packed']} documents, dropped remainder {m['dropped_remainder_tokens']} tokens")
+    return 0
+
+
+def cmd_fetch_cc(args: argparse.Namespace) -> int:
+    from gpupipe.acquire.commoncrawl import FetchError, FetchOptions, fetch_crawl
+
+    opts = FetchOptions(base_url=args.base_url, concurrency=args.concurrency, retries=args.retries,
+                        backoff=args.backoff, timeout=args.timeout)
+    bar = Progress(TextColumn("[bold]fetch-cc"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
+                   TextColumn("{task.fields[mb]}"), TimeElapsedColumn(), console=console, transient=True,
+                   disable=not console.is_terminal)
+    state = {"task": None, "bytes": 0}
+
+    def on_plan(names, total):
+        state["task"] = bar.add_task("fetch", total=len(names), mb="")
+
+    def on_bytes(n):
+        state["bytes"] += n
+        bar.update(state["task"], mb=f"{state['bytes'] / 1e6:,.1f} MB")
+
+    def on_file(name, what):
+        bar.advance(state["task"])
+        if not console.is_terminal:
+            console.print(f"{what}: {name}")
+
+    try:
+        with bar:
+            s = fetch_crawl(args.crawl, args.segments, args.out, opts, max_files=args.max_files,
+                            on_file=on_file, on_bytes=on_bytes, on_plan=on_plan)
+    except (FetchError, ValueError) as e:
+        return fail(f"fetch-cc: {e}", 1 if isinstance(e, FetchError) else 2)
+    console.print(f"{len(s.selected)} WARC files of {args.crawl} in {args.out}: {len(s.fetched)} fetched "
+                  f"({s.bytes_fetched / 1e6:,.1f} MB), {len(s.skipped)} already complete; {s.retries} retries, "
+                  f"{s.resumed} resumed by range request")
     return 0
 
 
@@ -249,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help="run directory; overrides output")
     r.add_argument("--device", choices=["auto", "cpu", "gpu"], help="overrides device")
     r.add_argument("--executor", choices=["local", "dask"], help="overrides executor.kind")
+    r.add_argument("--scheduler-address", dest="scheduler_address",
+                   help="a running Dask scheduler, e.g. tcp://HEAD:8786 (its workers run the tasks); sets executor "
+                        "kind dask and executor.scheduler_address")
     r.add_argument("--workers", type=int, help="Dask worker processes (executor dask); overrides executor.workers")
     r.add_argument("--partition-bytes", dest="partition_bytes",
                    help="text (HTML) bytes per partition, e.g. 128MiB; overrides executor.partition_bytes")
@@ -267,6 +314,31 @@ def build_parser() -> argparse.ArgumentParser:
         "Recompute every shard's sha256 and token count and check the packing invariants; exit 1 on a mismatch."))
     v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
     v.set_defaults(fn=cmd_verify)
+
+    from gpupipe.acquire.commoncrawl import DEFAULT_BASE_URL
+
+    f = sub.add_parser("fetch-cc", help="download WARC files of a Common Crawl crawl", description=(
+        "Read the crawl's warc.paths.gz and download the WARC files of its first N segments (in the listing's "
+        "order, which is sorted) into OUT, each under its own name, with bounded concurrency, retries with "
+        "backoff and resume: a file already complete (its size equals the server's) is not fetched again, a "
+        "partial download (OUT/.NAME.part) continues with an HTTP Range request."))
+    f.add_argument("--crawl", required=True, help="crawl name, e.g. CC-MAIN-2024-51")
+    f.add_argument("--segments", type=int, required=True,
+                   help="fetch every WARC file of the first N segments listed in warc.paths.gz (a segment holds "
+                        "several hundred ~1 GB files; --max-files caps the count)")
+    f.add_argument("--max-files", dest="max_files", type=int,
+                   help="at most this many files: the first ones of the selected segments, in listing order")
+    f.add_argument("--out", required=True, help="output folder, or a bucket URL such as s3://bucket/cc/ (files are "
+                   "staged locally and uploaded once whole); it also keeps the crawl's warc.paths.gz")
+    f.add_argument("--base-url", dest="base_url", default=DEFAULT_BASE_URL,
+                   help=f"where crawl-data/ lives (default {DEFAULT_BASE_URL})")
+    f.add_argument("--concurrency", type=int, default=4, help="files downloaded at once (default 4)")
+    f.add_argument("--retries", type=int, default=5,
+                   help="failed attempts in a row per file before it counts as failed (default 5)")
+    f.add_argument("--backoff", type=float, default=1.0,
+                   help="seconds before the first retry, doubled for each further one (default 1)")
+    f.add_argument("--timeout", type=float, default=60.0, help="socket timeout per request in seconds (default 60)")
+    f.set_defaults(fn=cmd_fetch_cc)
 
     w = sub.add_parser("warmup", help="compile the CPU kernels once (make install runs it)", description=(
         "Run every station with a numba kernel on a small synthetic crawl in a temporary folder, so that numba "

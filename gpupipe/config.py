@@ -75,6 +75,12 @@ FILE_REF = _FileRefMarker()
 
 
 def _existing_file(v: str) -> str:
+    from gpupipe.io import storage
+
+    if storage.is_url(v):   # validated as such where a config is re-read; runs use its local copy
+        if not storage.exists(v):
+            raise ValueError(f"file not found: {v}")
+        return v
     p = Path(v)
     if not p.exists():
         raise ValueError(f"file not found: {v}")
@@ -171,10 +177,23 @@ class ExecutorConfig(Strict):
         return self.partition_docs, self.partition_bytes or DEFAULT_PARTITION_BYTES[device]
 
 
+class StorageConfig(Strict):
+    """Where paths are URLs (io/storage.py): filesystem options, and the local copy of a run directory at a URL."""
+
+    # protocol → keyword arguments of its fsspec filesystem, e.g. {s3: {endpoint_url: "http://minio:9000"}};
+    # credentials are better left to the environment (AWS_ACCESS_KEY_ID, ...); config.resolved.yaml redacts them
+    options: dict[str, dict[str, Any]] = {}
+    # the local copy of a run directory whose `output` is a URL (run/remote.py); default
+    # ~/.cache/gpupipe/runs/<hash of the URL> (or $GPUPIPE_WORK_DIR/<hash>). On a multi-node cluster it must be a
+    # path every node sees.
+    work_dir: str | None = None
+
+
 class RunConfig(Strict):
     input: InputConfig
     output: str = "runs/default"
     executor: ExecutorConfig = ExecutorConfig()
+    storage: StorageConfig = StorageConfig()
     device: Literal["auto", "cpu", "gpu"] = "auto"
     seed: int = Field(0, ge=0)  # numpy's generators take non-negative seeds only
     allow_empty: bool = False   # a run that yields no documents is an error unless this says it may
@@ -320,18 +339,62 @@ def validate_config(raw: dict[str, Any], where: str = "<config>") -> RunConfig:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_format_error(e, where)) from None
+    from gpupipe.io import storage
     from gpupipe.stages import build_stage_configs  # late import: stages import this module
 
-    cfg.stages = build_stage_configs(cfg.stages, where)
+    storage.configure(cfg.storage.options)   # URLs in this config are opened with its options from here on
+    local, urls = local_file_refs(cfg.stages, where)
+    cfg.stages = build_stage_configs(local, where)
+    for item, at in zip(cfg.stages, urls):   # the config keeps naming the URLs (hashes, config.resolved.yaml)
+        (params,) = item.values()
+        params.update(at)
     for p in cfg.input.path:
-        if not Path(p).exists():
+        if not storage.is_url(p) and not Path(p).exists():  # a URL is resolved by the read stage, still before any work
             raise ConfigError(f"{where}: key 'input.path': input not found: {p}")
     _check_output(cfg.output, where)
     return cfg
 
 
+def local_file_refs(items: list[Any], where: str = "<config>") -> tuple[list[Any], list[dict[str, str]]]:
+    """(stage items with every FileRef parameter that is a URL (s3://..., https://...) replaced by a local copy of
+    the file, {field: URL} replaced per item). io/storage.local_copy downloads a URL once per version of the object;
+    stages and their validators read models and indexes by path, and the copy's content enters the resume key
+    like any FileRef's. The config itself keeps the URL."""
+    from gpupipe.io import storage
+    from gpupipe.stages import STAGES
+
+    out, urls = [], []
+    for i, item in enumerate(items):
+        urls.append({})
+        if not (isinstance(item, dict) and len(item) == 1 and next(iter(item)) in STAGES
+                and isinstance(next(iter(item.values())), dict)):
+            out.append(item)  # build_stage_configs says what is wrong with it
+            continue
+        (name, params), = item.items()
+        params = dict(params)
+        for field, info in STAGES[name].Config.model_fields.items():
+            value = params.get(field)
+            if (FILE_REF in info.metadata or _names_file(info.annotation)) and storage.is_url(value):
+                try:
+                    params[field] = storage.local_copy(value)
+                except (OSError, ValueError, RuntimeError) as e:
+                    raise ConfigError(f"{where}: key 'stages.{i}.{name}.{field}': cannot read {value}: "
+                                      f"{type(e).__name__}: {e}") from None
+                urls[-1][field] = value
+        out.append({name: params})
+    return out, urls
+
+
 def _check_output(output: str, where: str) -> None:
-    """The run directory must be a folder or creatable as one: neither it nor a parent may be a file."""
+    """The run directory must be a folder or creatable as one: neither it nor a parent may be a file; a URL must
+    be one that can be written (not http(s))."""
+    from gpupipe.io.storage import is_url, protocol
+
+    if is_url(output):
+        if protocol(output) in ("http", "https"):
+            raise ConfigError(f"{where}: key 'output': {output}: http(s) URLs can be read, not written; use a "
+                              f"bucket (s3://, gs://, ...) or a local path")
+        return
     for p in (Path(output), *Path(output).parents):
         if p.exists():
             if not p.is_dir():
@@ -340,5 +403,21 @@ def _check_output(output: str, where: str) -> None:
             return
 
 
+# storage.options keys whose values are credentials (s3fs key/secret/token, adlfs account_key/sas_token, ...)
+_SECRET_KEY = re.compile(r"^(key|token)$|secret|password|credential|account_key|sas_token|session_token", re.I)
+REDACTED = "<redacted>"
+
+
+def _redacted(options: Any) -> Any:
+    if isinstance(options, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) and v is not None else _redacted(v)
+                for k, v in options.items()}
+    return [_redacted(v) for v in options] if isinstance(options, list) else options
+
+
 def dump_config(cfg: RunConfig) -> str:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    """The resolved config as YAML, credentials in `storage.options` redacted: the file travels with the run
+    directory (to a bucket too)."""
+    data = cfg.model_dump(mode="json")
+    data["storage"]["options"] = _redacted(data["storage"]["options"])
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -18,6 +18,8 @@ def test_multi_gpu_settings_map_to_local_cuda_cluster(synth_crawl):
     assert cfg.executor.kind == "dask" and cfg.device == "gpu"
     kwargs = cuda_cluster_kwargs(cfg.executor.gpu)
     assert kwargs["rmm_pool_size"] == "60GB" and kwargs["enable_cudf_spill"] is True
+    assert kwargs["device_memory_limit"] == 0   # dask-cuda's task-output spilling off: cuDF's spilling does it
+    assert cfg.executor.partitioning("gpu")[1] == 512 * 2**20   # partitions by bytes, not a document count
     assert kwargs["rmm_allocator_external_lib_list"] == ["cupy", "torch"]
     assert "CUDA_VISIBLE_DEVICES" not in kwargs  # every GPU by default
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
+from .storage import file_size, is_url
 from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
                       text_document)
 
@@ -19,16 +20,31 @@ def iter_parquet(path, text_field: str = "text") -> Iterator[Item]:
     """Yield a document dict or Rejected for every row of a Parquet file."""
     import pyarrow.parquet as pq
 
-    open_binary(path).close()  # a missing/unreadable file gets the same message as other formats
-    if os.path.getsize(path) == 0:
+    f = open_binary(path)  # a missing/unreadable file gets the same message as other formats
+    if file_size(f) == 0:
+        f.close()
         raise ReaderError(f"cannot open {os.fspath(path)!r} as Parquet: empty file (0 bytes)")
     try:
-        pf = pq.ParquetFile(os.fspath(path))
+        # A local file by name (pyarrow's own reader); a URL through the streamed file: ranged reads of the footer
+        # and of one row group at a time. ParquetFile closes neither, so `f` is closed with it (_closing).
+        pf = pq.ParquetFile(f if is_url(os.fspath(path)) else os.fspath(path))
     except Exception as e:  # ArrowInvalid for "not a parquet file", OSError, ...
+        f.close()
         raise ReaderError(f"cannot open {os.fspath(path)!r} as Parquet: {e}") from e
+    if not is_url(os.fspath(path)):
+        f.close()
+        f = None
     if text_field not in pf.schema_arrow.names:
-        return _no_text_column(pf, os.fspath(path), text_field)
-    return _items(pf, os.fspath(path), text_field)
+        return _closing(_no_text_column(pf, os.fspath(path), text_field), f)
+    return _closing(_items(pf, os.fspath(path), text_field), f)
+
+
+def _closing(items: Iterator[Item], f) -> Iterator[Item]:
+    try:
+        yield from items
+    finally:
+        if f is not None:
+            f.close()
 
 
 def _no_text_column(pf, path: str, text_field: str) -> Iterator[Rejected]:

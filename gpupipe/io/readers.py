@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterator, Union
 
 # HTML decoding (WHATWG sniffing, detection, mojibake check) lives in charset.py; readers import it from here.
+from . import storage
 from .charset import Decoded, DecodeError, charset_from_content_type, decode_html  # noqa: F401
 
 FORMATS = ("warc", "jsonl", "parquet", "html_dir", "markdown_dir")
@@ -68,7 +69,7 @@ class ReaderError(Exception):
 def detect_format(path) -> str:
     """Format name for ``path``: by extension, or ``html_dir`` for a directory."""
     p = os.fspath(path)
-    if os.path.isdir(p):
+    if not storage.is_url(p) and os.path.isdir(p):
         return folder_format(walk_files(p)[0])
     fmt = file_format(p)
     if fmt:
@@ -156,9 +157,10 @@ def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[
 
 
 def open_binary(path):
-    """open(path, 'rb'), turning any OS error into a ReaderError that names the file."""
+    """open(path, 'rb') (a URL: streamed by ranged reads, io/storage.py), turning any OS error into a ReaderError
+    that names the file."""
     try:
-        return open(path, "rb")
+        return storage.open_input(path)
     except OSError as e:
         raise ReaderError(f"cannot open input {os.fspath(path)!r}: {e.strerror or e}") from e
 

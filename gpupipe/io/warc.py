@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
 
+from .storage import file_size
 from .readers import (DecodeError, IdAllocator, Item, Rejected, ReaderError,
                       charset_from_content_type, decode_html, open_binary)
 
@@ -79,7 +80,7 @@ def iter_warc(path) -> Iterator[Item]:
     try:
         magic = f.read(2)
         f.seek(0)
-        size = os.fstat(f.fileno()).st_size
+        size = file_size(f)
     except OSError as e:
         f.close()
         raise ReaderError(f"cannot read input {os.fspath(path)!r}: {e}") from e
@@ -201,7 +202,7 @@ def _find_member(f, start: int) -> tuple[int | None, list[int]]:
     """(offset of the next gzip member at or after `start` that decompresses to 'WARC/',
     offsets of the damaged members skipped on the way)."""
     found = _next_warc_member(f, start)
-    end = found if found is not None else os.fstat(f.fileno()).st_size
+    end = found if found is not None else file_size(f)
     return found, [at for at in _header_candidates(f, start, end) if _classify_header(f, at) == "damaged"]
 
 

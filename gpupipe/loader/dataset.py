@@ -41,12 +41,15 @@ except ImportError as _e:  # torch is not a base dependency: only the loader use
                       f"out: pip install 'gpupipe[torch]' (or install the torch build for your CUDA or CPU first) "
                       f"({_e})") from None
 
+from gpupipe.io import storage
 from gpupipe.tokens.manifest import read_manifest
 from gpupipe.tokens.packing import MANIFEST_FILE, shard_dtype
 
+from .remote import ChunkCache, RemoteShard
 from .sampler import EpochOrder, RankSplit
 
 STATE_FORMAT = "gpupipe-loader/1"
+DEFAULT_CACHE_BYTES = 256 << 20   # per process, shards at a URL only (loader/remote.py)
 # keys that fix the epoch's global order: a state taken under other values cannot be resumed
 _ORDER_KEYS = ("manifest_sha", "seed", "shuffle", "buffer_size", "drop_remainder")
 
@@ -91,6 +94,10 @@ class ShardDataset(IterableDataset):
     needs one widening copy (shards are uint16/uint32); raw=True instead gives the zero-copy
     view of the memmap as a torch.uint16/uint32 tensor (widen later, e.g. on the GPU).
 
+    `shard_dir` may be a URL (s3://..., any fsspec protocol): blocks are then read by ranged requests of
+    `chunk_blocks` blocks (default `buffer_size`) through an in-memory cache of at most `cache_bytes` per process
+    (loader/remote.py); items, order and resume state are those of the local copy.
+
     Every rank gets `len(self)` blocks per epoch; `epoch_info()` says how many were dropped or
     padded to get there. Set `batch_size` to the DataLoader's batch_size when not using
     ResumableLoader (see the module doc for why).
@@ -99,11 +106,15 @@ class ShardDataset(IterableDataset):
     def __init__(self, shard_dir, *, seed: int = 0, shuffle: bool = True, buffer_size: int = 1024,
                  rank: int | None = None, world_size: int | None = None, drop_remainder: bool = True,
                  return_positions: bool = False, return_loss_mask: bool = False, raw: bool = False,
-                 return_block_ids: bool = False, batch_size: int | None = None):
+                 return_block_ids: bool = False, batch_size: int | None = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, chunk_blocks: int | None = None):
         self.shard_dir = os.fspath(shard_dir)
         m = read_manifest(self.shard_dir)
-        with open(os.path.join(self.shard_dir, MANIFEST_FILE), "rb") as f:
-            self.manifest_sha = hashlib.sha256(f.read()).hexdigest()
+        self.manifest_sha = hashlib.sha256(storage.read_bytes(storage.join(self.shard_dir, MANIFEST_FILE))).hexdigest()
+        # shards at a URL (s3://...): ranged reads of chunk_blocks blocks (default: the shuffle window), cached
+        self.remote = storage.is_url(self.shard_dir)
+        self.cache_bytes, self.chunk_blocks = int(cache_bytes), int(chunk_blocks or buffer_size)
+        self._cache = ChunkCache(self.cache_bytes) if self.remote else None
         self.seq_len, self.eos_id = int(m["seq_len"]), int(m["eos_id"])
         self.dtype = shard_dtype(m["dtype"])
         self.files = [s["file"] for s in m["shards"]]
@@ -130,14 +141,14 @@ class ShardDataset(IterableDataset):
     def _check_files(self) -> None:
         block_bytes = self.seq_len * self.dtype.itemsize
         for name, n in zip(self.files, self.counts.tolist()):
-            path = os.path.join(self.shard_dir, name)
-            size = os.path.getsize(path)  # FileNotFoundError for a missing shard
+            size = storage.size(storage.join(self.shard_dir, name))  # FileNotFoundError for a missing shard
             if size != n * block_bytes:
                 raise ValueError(f"{name}: {size} bytes, manifest says {n} blocks of {block_bytes} bytes")
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_mmaps"] = {}  # each process maps the shards itself
+        state["_cache"] = ChunkCache(self.cache_bytes) if self.remote else None   # and caches its own chunks
         return state
 
     # -- order -----------------------------------------------------------------------------
@@ -173,7 +184,10 @@ class ShardDataset(IterableDataset):
 
     def _shard(self, s: int) -> np.ndarray:
         mm = self._mmaps.get(s)
-        if mm is None:
+        if mm is None and self.remote:
+            mm = self._mmaps[s] = RemoteShard(storage.join(self.shard_dir, self.files[s]), int(self.counts[s]),
+                                              self.seq_len, self.dtype, self.chunk_blocks, self._cache)
+        elif mm is None:
             # mode "c" (copy-on-write): a writable view, so torch.from_numpy neither copies nor
             # warns; nothing is ever written back to the file
             mm = np.memmap(os.path.join(self.shard_dir, self.files[s]), dtype=self.dtype, mode="c",

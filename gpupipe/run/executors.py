@@ -32,7 +32,7 @@ class DaskExecutor:
     kind = "dask"
 
     def __init__(self, workers: int, scheduler_address: str | None = None, device: str = "cpu",
-                 gpu: GpuClusterConfig | None = None):
+                 gpu: GpuClusterConfig | None = None, storage_options: dict | None = None):
         from distributed import Client
 
         self._cluster = None
@@ -51,6 +51,10 @@ class DaskExecutor:
             self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                          dashboard_address=None, silence_logs=logging.WARNING)
             self.client = Client(self._cluster)
+        if storage_options:   # every worker, present and future, opens URLs with the run's options
+            from gpupipe.run.worker_plugin import StorageOptions
+
+            self.client.register_plugin(StorageOptions(storage_options), name="gpupipe-storage-options")
         log.info("dask executor: %s", self.client)
 
     def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None) -> list:
@@ -88,5 +92,7 @@ def cuda_cluster_kwargs(gpu: GpuClusterConfig) -> dict[str, Any]:
 
 def make_executor(cfg: ExecutorConfig, device: str) -> Any:
     if cfg.kind == "dask":
-        return DaskExecutor(cfg.workers, cfg.scheduler_address, device, cfg.gpu)
+        from gpupipe.io import storage
+
+        return DaskExecutor(cfg.workers, cfg.scheduler_address, device, cfg.gpu, storage.current_options())
     return LocalExecutor()

@@ -6,17 +6,19 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from gpupipe import __version__
 from gpupipe.backend import has_cudf, resolve_device
-from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs
+from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs, local_file_refs
+from gpupipe.io import storage
 from gpupipe.io.parts import atomic_write_text, part_paths
 from gpupipe.report.metrics import run_metrics, write_metrics
 from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
+from gpupipe.run.remote import RemoteRun, default_work_dir
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
 from gpupipe.stages import STAGES, build_stage
 from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task, peak_rss_mb
@@ -78,21 +80,37 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     device = resolve_device(cfg.device)
     ctx0 = RunContext(device=device, seed=cfg.seed, results_hash=cfg.results_hash(),
                       shuffle_buckets=cfg.executor.shuffle_buckets)
+    storage.configure(cfg.storage.options)
     read = ReadStage(cfg.input, ctx0, cfg.executor.partitioning(device))
     _check_plan(read, cfg)
 
-    run = RunDir(cfg.output)
+    remote = None
+    if storage.is_url(cfg.output):   # a bucket: the run works in a local copy, committed stage by stage
+        remote = RemoteRun(cfg.output, Path(cfg.storage.work_dir) if cfg.storage.work_dir
+                           else default_work_dir(cfg.output))
+    run = RunDir(remote.local if remote else cfg.output)
     stale = run.lock()  # before anything in the run directory changes
     try:
-        return _run_locked(cfg, run, read, device, stale, progress_factory)
+        if remote is not None:
+            log.info("run directory %s: local copy %s", cfg.output, remote.local)
+            remote.pull()
+        try:
+            result = _run_locked(cfg, run, read, device, stale, progress_factory, remote)
+        except (EmptyRunError, ConservationError):
+            if remote is not None:   # the run's stats.json says what went wrong: the bucket gets it too
+                remote.push_results()
+            raise
+        if remote is not None:
+            remote.push_results()
+        return result
     finally:
         run.unlock()
 
 
-def _referenced_files(cfg: RunConfig, run: RunDir) -> list[dict[str, str]]:
+def _referenced_files(items: list[dict[str, Any]], run: RunDir) -> list[dict[str, str]]:
     """Per stage item: {field: content hash} of the files its config names (models, tokenizer, index)."""
     out = []
-    for item in cfg.stages:
+    for item in items:
         (name, params), = item.items()
         refs = dict(file_refs(STAGES[name].Config.model_validate(params)))
         hashes = run.file_hashes(list(refs.values()))
@@ -158,13 +176,14 @@ def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: boo
 
 
 def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale: int | None,
-                progress_factory) -> dict[str, Any]:
-    refs = [{}] + _referenced_files(cfg, run)  # the read stage references no file but its inputs
+                progress_factory, remote: RemoteRun | None = None) -> dict[str, Any]:
+    items = local_file_refs(cfg.stages)[0]   # FileRefs at URLs: their local copies (config.local_file_refs)
+    refs = [{}] + _referenced_files(items, run)  # the read stage references no file but its inputs
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
                      results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets,
                      files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest())
     read.ctx = ctx
-    stages = [read] + [build_stage(item, ctx) for item in cfg.stages]
+    stages = [read] + [build_stage(item, ctx) for item in items]
     handler = _log_to(run)
     atomic_write_text(run.root / "config.resolved.yaml", dump_config(cfg))
     folders = [run.stage_dir(i, s.name) for i, s in enumerate(stages)]
@@ -186,6 +205,8 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
         first_rerun = len(stages)  # nothing to redo, but shards of an earlier config that packed must go
     if first_rerun is not None:
         run.invalidate_from(folders, first_rerun)
+    if remote is not None:
+        remote.invalidate([f.name for f in folders], first_rerun)
     if device == "gpu":
         native = [s.name for s in stages if s.gpu_native]
         log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
@@ -206,7 +227,7 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
             inputs = part_paths(folders[i - 1]) if i else []
             tasks = len(read.files) if i == 0 else len(inputs)
             size = ((stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else
-                    (None, sum(map(os.path.getsize, read.files)) if all(map(os.path.isfile, read.files)) else None))
+                    (None, sum(map(storage.size, read.files)) if all(map(storage.isfile, read.files)) else None))
             name = "+".join(stages[j].name for j in group)
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             with bar as b:
@@ -226,6 +247,9 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
             # interrupt between two markers leaves the chain's first stage unmarked, so the whole chain reruns).
             for j, d in reversed(list(zip(group, done))):
                 run.mark_done(folders[j], d)
+            if remote is not None:   # committed to the bucket in the same order, each stage's marker last
+                for j in reversed(group):
+                    remote.push_stage(folders[j])
             for j, d in zip(group, done):
                 stage_stats.append(d)
                 log.info("stage %s: %d in, %d out, removed %s, %.2f s", folders[j].name, d["docs_in"],
@@ -237,6 +261,7 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
         handler.close()
 
     problems = check_conservation(stage_stats)
+    where = (lambda p: remote.url_of(str(p))) if remote is not None else str  # noqa: E731 - the bucket's URLs
     result = {
         "gpupipe_version": __version__,
         "device": device,
@@ -250,9 +275,9 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
         "docs_added_total": sum(s.get("extra", {}).get("docs_added", 0) for s in stage_stats),
         "conservation_ok": not problems,
         "seconds": round(time.perf_counter() - t_run, 3),
-        "curated_dir": str(next(f for f, s in zip(folders[::-1], stages[::-1])
-                                if s.name not in ("tokenize", "mixture", "pack"))),
-        "shards_dir": str(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
+        "curated_dir": where(next(f for f, s in zip(folders[::-1], stages[::-1])
+                                  if s.name not in ("tokenize", "mixture", "pack"))),
+        "shards_dir": where(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
         "stages": stage_stats,
     }
     if result["output_docs"] == 0:

@@ -11,7 +11,6 @@ A file that cannot be opened at all (zero-byte or corrupt Parquet, ...) is one `
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -22,6 +21,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from gpupipe.config import ConfigError, InputConfig
+from gpupipe.io import storage
 from gpupipe.io.charset import replaced_limit
 from gpupipe.io.parts import write_part
 from gpupipe.io.readers import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
@@ -38,18 +38,26 @@ LOGGED_NAMES = 20  # files named in the run log; the rejects name them all
 
 
 def expand_inputs(paths: list[str]) -> list[str]:
-    """Paths and glob patterns → a sorted, de-duplicated list of input files/folders."""
+    """Paths, URLs and glob patterns (`s3://bucket/crawl/*.warc.gz` too) → a sorted, de-duplicated list of input
+    files/folders."""
     out: list[str] = []
     for p in paths:
-        matches = sorted(glob.glob(p)) if any(ch in p for ch in "*?[") else [p]
+        matches = storage.glob(p) if _is_glob(p) else [p]
         if not matches:
             raise ConfigError(f"input pattern matched nothing: {p}")
         out.extend(m for m in matches if m not in out)
     return out
 
 
+def _is_glob(p: str) -> bool:
+    # an http(s) URL's query string may hold '?': such URLs are never patterns
+    return any(ch in p for ch in "*?[") and storage.protocol(p) not in ("http", "https")
+
+
 def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
     """The (file or folder, format) inputs that one configured path stands for, and the hidden entries skipped."""
+    if storage.is_url(path):
+        return _resolve_url(path, fmt), []
     if not os.path.exists(path):
         raise ConfigError(f"input not found: {path}")
     if not os.path.isdir(path):
@@ -58,6 +66,24 @@ def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str]
         raise ConfigError(f"input {path} is a folder, but format {fmt!r} reads a file: name the files "
                           f"(a glob such as {os.path.join(path, '*')}) or use format auto")
     return folder_inputs(path, fmt)
+
+
+def _resolve_url(url: str, fmt: str) -> list[tuple[str, str]]:
+    """A URL input: a file (streamed when read), or a folder (prefix) of data files, each an input of its own."""
+    try:
+        if storage.protocol(url) not in ("http", "https") and storage.isdir(url):
+            names = [n for n in storage.find(url) if not any(part.startswith(".") for part in n.split("/"))]
+            if any(n.lower().endswith(HTML_SUFFIXES + MARKDOWN_SUFFIXES) for n in names):
+                raise ConfigError(f"input {url}: folders of HTML or Markdown pages are read from a local path only; "
+                                  f"name the data files (e.g. {url.rstrip('/')}/*.warc.gz)")
+            return [(storage.join(url, n), file_format(n) or UNSUPPORTED) for n in names]
+        if not storage.exists(url):
+            raise ConfigError(f"input not found: {url}")
+    except (OSError, RuntimeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"input {url}: {type(e).__name__}: {e}") from None
+    return [(url, fmt if fmt != "auto" else _file_format(url))]
 
 
 def _file_format(path: str) -> str:
@@ -96,8 +122,9 @@ class ReadStage(Stage):
                 raise ConfigError(f"input folder {path} holds no files to read"
                                   + (f" ({len(hidden)} hidden entries skipped)" if hidden else ""))
             for f, fmt in inputs:
-                if (os.path.abspath(f), fmt) not in seen:
-                    seen.add((os.path.abspath(f), fmt))
+                where = f if storage.is_url(f) else os.path.abspath(f)
+                if (where, fmt) not in seen:
+                    seen.add((where, fmt))
                     self.files.append(f)
                     self.formats.append(fmt)
             self.hidden += hidden
@@ -156,6 +183,16 @@ def body_bytes(row: dict[str, Any]) -> int:
     return len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
 
 
+def _file_bytes(path: str) -> int:
+    """A file's size; 0 for a folder and for what cannot be read (counted as a rejection instead)."""
+    if not storage.is_url(path):
+        return os.path.getsize(path) if os.path.isfile(path) else 0
+    try:
+        return storage.size(path)
+    except (OSError, ValueError):
+        return 0
+
+
 def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
                    partitioning: tuple[int, int], out_dir: Path,
                    max_replaced_share: float = 0.01) -> dict[str, Any]:
@@ -166,7 +203,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
     max_docs, max_bytes = partitioning
     t0 = time.perf_counter()
     stats = StageStats()
-    stats.bytes_in = os.path.getsize(path) if os.path.isfile(path) else 0
+    stats.bytes_in = _file_bytes(path)
     rows: list[dict[str, Any]] = []
     part_no, held = 0, 0  # held: body bytes in `rows`
     out_dir = Path(out_dir)

@@ -64,13 +64,17 @@ def write_manifest(
 
 
 def read_manifest(shard_dir) -> dict:
-    path = os.path.join(os.fspath(shard_dir), MANIFEST_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no {MANIFEST_FILE} in {shard_dir}")
+    """The manifest of a shard folder: a local path or a URL (io/storage.py)."""
+    from gpupipe.io import storage
+
+    path = storage.join(os.fspath(shard_dir), MANIFEST_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no {MANIFEST_FILE} in {shard_dir}") from None
+    except IsADirectoryError:
+        raise FileNotFoundError(f"no {MANIFEST_FILE} in {shard_dir} ({path} is a folder)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__

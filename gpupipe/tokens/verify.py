@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpupipe.io import storage
+
 from .manifest import read_manifest
 from .packing import (MANIFEST_FILE, PARQUET_SHARD_RE, SHARD_DTYPES, SHARD_FORMATS, SHARD_RE, parquet_schema,
                       shard_dtype)
@@ -158,11 +160,11 @@ def _scan_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
     name, seq_len = entry["file"], m["seq_len"]
     dtype = shard_dtype(m["dtype"])
     scan = _ShardScan()
-    path = os.path.join(shard_dir, name)
-    if not os.path.isfile(path):
+    path = storage.join(shard_dir, name)
+    if not storage.isfile(path):
         scan.problems.append(f"{name}: missing")
         return scan
-    size = os.path.getsize(path)
+    size = storage.size(path)
     block_bytes = seq_len * dtype.itemsize
     if size % block_bytes:
         scan.problems.append(f"{name}: size {size} bytes is not a whole number of "
@@ -198,16 +200,14 @@ def _check_content(entry: dict, m: dict, scan: _ShardScan, name: str, digest: st
 def _scan_parquet_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
     """A Format B shard (gpupipe.tokens.packing.parquet_schema): its schema, rows, file sha256, then the same token
     and block checks as a .bin shard, row group by row group."""
-    import pyarrow.parquet as pq
-
     name, seq_len = entry["file"], m["seq_len"]
     scan = _ShardScan()
-    path = os.path.join(shard_dir, name)
-    if not os.path.isfile(path):
+    path = storage.join(shard_dir, name)
+    if not storage.isfile(path):
         scan.problems.append(f"{name}: missing")
         return scan
     try:
-        pf = pq.ParquetFile(path)
+        pf = _parquet_file(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
         scan.problems.append(f"{name}: not a readable Parquet file ({exc}); sha256 {_file_sha256(path)}")
         return scan
@@ -230,14 +230,21 @@ def _scan_parquet_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
                                 if digest != entry["sha256"] else ""))
         return scan
     _check_content(entry, m, scan, name, _file_sha256(path), n,
-                   lambda: (c.reshape(-1, seq_len) for c in _parquet_chunks(pq.ParquetFile(path))))
+                   lambda: (c.reshape(-1, seq_len) for c in _parquet_chunks(_parquet_file(path))))
     scan.readable, scan.tokens = True, n
     return scan
 
 
+def _parquet_file(path: str):
+    """pyarrow's reader of a local file by name; a URL through a streamed file (ranged reads)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(storage.open_input(path) if storage.is_url(path) else path)
+
+
 def _file_sha256(path: str) -> str:
     sha = hashlib.sha256()
-    with open(path, "rb") as f:
+    with storage.open_input(path) as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             sha.update(block)
     return sha.hexdigest()
@@ -251,14 +258,24 @@ def _parquet_chunks(pf):
 
 
 def _bin_chunks(path: str, n: int, dtype: np.dtype):
-    if n:
+    if n and storage.is_url(path):   # streamed: one pass of CHUNK_TOKENS-token reads
+        with storage.open_input(path) as f:
+            for start in range(0, n, CHUNK_TOKENS):
+                yield np.frombuffer(f.read(min(CHUNK_TOKENS, n - start) * dtype.itemsize), dtype=dtype)
+    elif n:
         mm = np.memmap(path, dtype=dtype, mode="r", shape=(n,))
         for start in range(0, n, CHUNK_TOKENS):
             yield mm[start:start + CHUNK_TOKENS]
 
 
 def _bin_blocks(path: str, n: int, dtype: np.dtype, seq_len: int):
-    if n:
+    if n and storage.is_url(path):   # streamed, whole blocks per read
+        step = max(1, CHUNK_TOKENS // seq_len) * seq_len
+        with storage.open_input(path) as f:
+            for start in range(0, n, step):
+                chunk = np.frombuffer(f.read(min(step, n - start) * dtype.itemsize), dtype=dtype)
+                yield chunk.reshape(-1, seq_len)
+    elif n:
         mm = np.memmap(path, dtype=dtype, mode="r", shape=(n // seq_len, seq_len))
         step = max(1, CHUNK_TOKENS // seq_len)
         for start in range(0, mm.shape[0], step):
@@ -348,9 +365,7 @@ def _scan_tokens(chunks, m: dict, scan: _ShardScan, name: str, sha=None) -> None
 def _hash_trailing_bytes(path: str, start: int, size: int, sha) -> None:
     """A file whose size is not a multiple of the item size still hashes all its bytes."""
     if size > start:
-        with open(path, "rb") as f:
-            f.seek(start)
-            sha.update(f.read())
+        sha.update(storage.read_bytes(path, start, size))
 
 
 # -- the stream as a whole ------------------------------------------------------------------
@@ -437,7 +452,7 @@ def _check_stream_ends(m: dict, scans: list[_ShardScan]) -> list[str]:
 def _check_unlisted_files(shard_dir: str, shards: list[dict]) -> list[str]:
     listed = {s["file"] for s in shards}
     return [f"{name}: shard file on disk but not in {MANIFEST_FILE}"
-            for name in sorted(os.listdir(shard_dir))
+            for name in storage.listdir(shard_dir)
             if (SHARD_RE.match(name) or PARQUET_SHARD_RE.match(name)) and name not in listed]
 
 
@@ -446,11 +461,11 @@ def _check_tokenizer(shard_dir: str, m: dict) -> list[str]:
     name = m.get("tokenizer_file")
     if not isinstance(name, str) or not name:
         return []
-    path = os.path.join(shard_dir, name)  # an absolute name stays absolute
-    if not os.path.isfile(path):
+    # an absolute name stays absolute
+    path = os.path.join(shard_dir, name) if not storage.is_url(shard_dir) else storage.join(shard_dir, name)
+    if not storage.isfile(path):
         return []  # shards may travel without their tokenizer; nothing to compare
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()  # tokenizer files are small
+    digest = hashlib.sha256(storage.read_bytes(path)).hexdigest()  # tokenizer files are small
     if digest != m.get("tokenizer_sha256"):
         return [f"{name}: tokenizer sha256 {digest} != manifest tokenizer_sha256 {m.get('tokenizer_sha256')}"]
     return []

@@ -1,0 +1,316 @@
+"""Paths and URLs: the one place gpupipe touches storage that may not be a local disk.
+
+A *location* is a local path or an fsspec URL (`s3://bucket/key`, `gs://`, `abfs://`, `hdfs://`, `https://` for
+reading, ...). Local paths take the plain `os`/`open` calls they always took (same speed, same semantics: rename is
+atomic); a URL goes through its fsspec filesystem. Nothing else in gpupipe imports fsspec.
+
+Credentials and endpoint come from each library's standard environment (for S3: AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_PROFILE, ...) or from `storage.options` in the run config, a mapping
+protocol → keyword arguments of that filesystem (s3fs: `endpoint_url`, `key`, `secret`, `anon`, ...), installed in
+every process that opens a URL by `configure` (the Dask executor does it on each worker).
+
+Whole files only. Object stores have no rename, so "a file under its real name is whole" is kept differently: an
+object written by `put_file` / `write_bytes` appears only once its upload completed (a multipart upload becomes
+visible when it is completed), and a folder that must be read as a unit (a stage's parts, a shard directory) is
+committed by writing its marker last (`stats.json`, `manifest.json`): whatever is listed without its marker is
+not treated as complete (see docs/design.md, "Object storage").
+
+Reads of large inputs are streamed: `open_input` returns a seekable file that fetches ranges as it is read
+(fsspec's read-ahead cache of `READ_BLOCK` bytes), so a 1 GB WARC file is never downloaded whole first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from typing import IO, Any
+
+_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]+")   # two letters at least: not a Windows drive
+READ_BLOCK = 8 << 20   # bytes per ranged read of a streamed input
+_READ_ONLY = ("http", "https")
+_NO_LISTINGS_CACHE = ("s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "http", "https")
+
+_lock = threading.Lock()
+_options: dict[str, dict[str, Any]] = {}   # protocol → filesystem kwargs, from `configure`
+
+
+def is_url(location: Any) -> bool:
+    """True for `scheme://...` other than file://; a local path (str or PathLike) is not a URL."""
+    if not isinstance(location, str):
+        return False
+    head, sep, _ = location.partition("://")
+    return bool(sep) and _SCHEME.fullmatch(head) is not None and head != "file"
+
+
+def protocol(location: str) -> str:
+    return location.partition("://")[0] if is_url(location) else "file"
+
+
+def configure(options: dict[str, dict[str, Any]] | None) -> None:
+    """Install per-protocol filesystem options for this process (replacing earlier ones). Filesystems created
+    afterwards use them; fsspec caches instances by their arguments, so changed options give new instances."""
+    with _lock:
+        _options.clear()
+        _options.update({k: dict(v) for k, v in (options or {}).items()})
+
+
+def current_options() -> dict[str, dict[str, Any]]:
+    with _lock:
+        return {k: dict(v) for k, v in _options.items()}
+
+
+class StorageUnavailable(ValueError):
+    """A URL whose filesystem is not installed (s3fs for s3://: the [cloud] extra)."""
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path inside it) of a URL."""
+    try:
+        import fsspec
+    except ImportError:  # fsspec comes with dask; its protocol packages (s3fs, gcsfs, ...) are the [cloud] extra
+        raise StorageUnavailable(f"{url}: URLs need fsspec: pip install 'gpupipe[cloud]'") from None
+    proto = protocol(url)
+    with _lock:
+        opts = dict(_options.get(proto, {}))
+    if proto in _NO_LISTINGS_CACHE:
+        # fsspec caches directory listings for the life of the instance: a run lists a folder, writes into it and
+        # lists it again (as do workers reading what others wrote), so a cached listing would be wrong
+        opts.setdefault("use_listings_cache", False)
+    try:
+        return fsspec.core.url_to_fs(url, **opts)
+    except ImportError as e:
+        raise StorageUnavailable(f"{url}: the {proto}:// filesystem is not installed ({e}); pip install "
+                                 f"'gpupipe[cloud]' (s3:// and https://), or fsspec's package for {proto}://") from None
+
+
+def _url(fs, path: str) -> str:
+    """A path inside fs back as a URL (fsspec's listings drop the protocol)."""
+    return fs.unstrip_protocol(path)
+
+
+def join(base: str | os.PathLike, *names: str) -> str:
+    if is_url(base):
+        return "/".join([base.rstrip("/"), *names])
+    return os.path.join(base, *names)
+
+
+def basename(location: str | os.PathLike) -> str:
+    return location.rstrip("/").rsplit("/", 1)[-1] if is_url(location) else os.path.basename(location)
+
+
+# -- queries --------------------------------------------------------------------------------------------------------
+def _http_info(location: str) -> dict | None:
+    """fsspec's http exists/isfile send a GET (a download the server starts); a HEAD (`info`) says as much."""
+    fs, path = filesystem(location)
+    try:
+        return fs.info(path)
+    except FileNotFoundError:
+        return None
+
+
+def exists(location) -> bool:
+    if not is_url(location):
+        return os.path.exists(location)
+    if protocol(location) in ("http", "https"):
+        return _http_info(location) is not None
+    fs, path = filesystem(location)
+    return fs.exists(path)
+
+
+def isdir(location) -> bool:
+    if not is_url(location):
+        return os.path.isdir(location)
+    fs, path = filesystem(location)
+    return fs.isdir(path)
+
+
+def isfile(location) -> bool:
+    if not is_url(location):
+        return os.path.isfile(location)
+    if protocol(location) in ("http", "https"):
+        return (_http_info(location) or {}).get("type") == "file"
+    fs, path = filesystem(location)
+    return fs.isfile(path)
+
+
+def size(location) -> int:
+    if not is_url(location):
+        return os.path.getsize(location)
+    fs, path = filesystem(location)
+    return int(fs.size(path))
+
+
+def identity(location) -> list[Any]:
+    """What changes whenever the file is rewritten. Local: size, mtime, ctime, inode (see run/rundir.py). URL:
+    size and the store's version of the object (ETag, else its modification time)."""
+    if not is_url(location):
+        st = os.stat(location)
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    fs, path = filesystem(location)
+    info = fs.info(path)
+    version = next((str(info[k]) for k in ("ETag", "etag", "VersionId", "LastModified", "mtime", "last_modified")
+                    if info.get(k)), "")
+    return [int(info.get("size") or 0), version]
+
+
+def glob(pattern: str) -> list[str]:
+    """Sorted matches of a glob pattern (URLs come back as URLs)."""
+    if not is_url(pattern):
+        import glob as _glob
+
+        return sorted(_glob.glob(pattern))
+    fs, path = filesystem(pattern)
+    return sorted(_url(fs, p) for p in fs.glob(path))
+
+
+def listdir(location) -> list[str]:
+    """Names (not paths) of a folder's entries; [] when it does not exist."""
+    if not is_url(location):
+        return sorted(os.listdir(location)) if os.path.isdir(location) else []
+    fs, path = filesystem(location)
+    try:
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False, refresh=True)
+                      if p.rstrip("/") != path.rstrip("/"))
+    except FileNotFoundError:
+        return []
+
+
+def find(location) -> list[str]:
+    """Every file under a folder, as paths relative to it, sorted; [] when it does not exist."""
+    if not is_url(location):
+        out = []
+        for dirpath, _, files in os.walk(location):
+            out += [os.path.relpath(os.path.join(dirpath, f), location).replace(os.sep, "/") for f in files]
+        return sorted(out)
+    fs, path = filesystem(location)
+    root = path.rstrip("/") + "/"
+    fs.invalidate_cache(path)
+    return sorted(p[len(root):] for p in fs.find(path) if p.startswith(root))
+
+
+# -- reading --------------------------------------------------------------------------------------------------------
+def open_input(location, block_size: int = READ_BLOCK) -> IO[bytes]:
+    """A seekable binary file. A URL is streamed: ranges of `block_size` bytes are fetched as it is read."""
+    if not is_url(location):
+        return open(location, "rb")
+    fs, path = filesystem(location)
+    return fs.open(path, "rb", block_size=block_size, cache_type="readahead")
+
+
+def file_size(f) -> int:
+    """The size of an open file from open_input (local or streamed)."""
+    if hasattr(f, "fileno"):
+        try:
+            return os.fstat(f.fileno()).st_size
+        except (OSError, ValueError, NotImplementedError):  # io.UnsupportedOperation is both
+            pass
+    return int(f.size)
+
+
+def read_bytes(location, start: int | None = None, end: int | None = None) -> bytes:
+    """The whole file, or bytes [start, end) by one ranged request."""
+    if not is_url(location):
+        with open(location, "rb") as f:
+            if start is None:
+                return f.read()
+            f.seek(start)
+            return f.read(None if end is None else end - start)
+    fs, path = filesystem(location)
+    return fs.cat_file(path, start=start, end=end)
+
+
+def read_text(location) -> str:
+    return read_bytes(location).decode("utf-8")
+
+
+# -- writing (whole files only) -------------------------------------------------------------------------------------
+def _writable(location: str) -> None:
+    if protocol(location) in _READ_ONLY:
+        raise ValueError(f"{location}: http(s) URLs can be read, not written")
+
+
+def put_file(local: str | os.PathLike, location: str) -> None:
+    """Copy a local file to `location`; the object appears only once the upload is complete."""
+    if not is_url(location):
+        from gpupipe.io.parts import atomic_output
+
+        with atomic_output(location) as tmp:
+            shutil.copyfile(local, tmp)
+        return
+    _writable(location)
+    fs, path = filesystem(location)
+    fs.put_file(os.fspath(local), path)
+
+
+def write_bytes(location: str, data: bytes) -> None:
+    if not is_url(location):
+        from gpupipe.io.parts import atomic_output
+
+        with atomic_output(location) as tmp:
+            tmp.write_bytes(data)
+        return
+    _writable(location)
+    fs, path = filesystem(location)
+    fs.pipe_file(path, data)
+
+
+def get_file(location: str, local: str | os.PathLike) -> None:
+    """Copy `location` to a local path, atomically (a temp name beside it, then rename)."""
+    from gpupipe.io.parts import atomic_output
+
+    with atomic_output(local) as tmp:
+        if is_url(location):
+            fs, path = filesystem(location)
+            fs.get_file(path, os.fspath(tmp))
+        else:
+            shutil.copyfile(location, tmp)
+
+
+def remove(location: str, recursive: bool = False) -> None:
+    """Delete a file (or a folder with recursive); nothing there is not an error."""
+    if not is_url(location):
+        if recursive:
+            shutil.rmtree(location, ignore_errors=True)
+        elif os.path.lexists(location):
+            os.unlink(location)
+        return
+    fs, path = filesystem(location)
+    try:
+        fs.rm(path, recursive=recursive)
+    except FileNotFoundError:
+        pass
+    fs.invalidate_cache(path)
+
+
+# -- files a config names (models, tokenizer, index) ----------------------------------------------------------------
+def cache_root() -> str:
+    """Where local copies of referenced files live: $GPUPIPE_WORK_DIR/files, else ~/.cache/gpupipe/files."""
+    base = os.environ.get("GPUPIPE_WORK_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "gpupipe", "runs")
+    return os.path.join(base, "files")
+
+
+def local_copy(location: str) -> str:
+    """A local path holding the file (or folder) at `location`: a URL is downloaded once per version of the object
+    (its URL and identity name the copy, so a replaced object gets a new copy), a local path is returned as is.
+    Models and indexes are read whole and often, by libraries that take paths; so they are copied, not streamed."""
+    if not is_url(location):
+        return location
+    import hashlib
+    import json
+
+    folder = isdir(location)
+    ident = [[rel, *identity(join(location, rel))] for rel in find(location)] if folder else identity(location)
+    key = hashlib.sha256(json.dumps([location.rstrip("/"), ident]).encode()).hexdigest()[:20]
+    dest = os.path.join(cache_root(), key, basename(location) or "file")
+    done = os.path.join(cache_root(), key, ".complete")   # written last: the copy is whole
+    if not os.path.exists(done):
+        if folder:
+            for rel, *_ in ident:
+                get_file(join(location, rel), os.path.join(dest, rel))
+        else:
+            get_file(location, dest)
+        with open(done, "w", encoding="utf-8") as f:
+            f.write(location + "\n")
+    return dest
