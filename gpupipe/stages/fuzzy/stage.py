@@ -31,7 +31,8 @@ from gpupipe.stages.fuzzy.components import (choose_keepers, cluster_size_histog
                                              priority_frame)
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig, lsh_shape
 from gpupipe.stages.fuzzy.edges import unique_edges, star_edges
-from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes, texts_of
+from gpupipe.columns import text_array
+from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes
 from gpupipe.stages.fuzzy.verify import sets_of_tables, shingle_sets, shingle_table, verify_edges
 from gpupipe.stages.global_stage import send_removals
 from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
@@ -73,7 +74,7 @@ def sign(stage: FuzzyDedup, task: Task) -> None:
     cfg = stage.config
     with annotate("gpupipe/fuzzy_dedup/sign"):
         df = _needed(task.item, cfg)
-        texts = texts_of(df)
+        texts = text_array(df["text"])
         bh = lsh_band_hashes(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg, stage.ctx.seed, stage.ctx.device)
         out = priority_frame(df, cfg, texts).assign(part=np.int64(task.index))
         groups = band_groups(cfg)
@@ -127,7 +128,7 @@ def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
     df = df[df["doc_index"].isin(wanted["doc_index"].to_numpy())]
     if df.empty:
         return np.zeros(0, np.int64)
-    texts = texts_of(df)
+    texts = text_array(df["text"])
     sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config)
     task.exchange.put("shingles", task.index, shingle_table(sets))
     return sets.doc_index
