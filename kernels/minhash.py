@@ -61,6 +61,7 @@ from numba import njit, prange
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64
 from ._cuda import raw_module
 from ._memory import empty
+from .strings import check_buffers
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
 # odd; different from text_hash's. Changing either changes every signature.
@@ -452,10 +453,7 @@ def _compact(scratch, offsets, counts, out_offsets, flat):
 
 
 def _check_inputs(data, offsets, word_k, char_k):
-    if data.dtype != np.uint8 or data.ndim != 1:
-        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
-    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
-        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
+    check_buffers(data, offsets)
     if int(word_k) < 1 or int(char_k) < 1:
         raise ValueError(f"shingle lengths must be >= 1, got word_k={word_k}, char_k={char_k}")
 
