@@ -23,14 +23,21 @@ def cores() -> int:
 
 
 def text_array(col) -> pa.Array:
-    """A pandas/pyarrow string column as one contiguous `large_string` array, nulls as ""."""
-    arr = col if isinstance(col, pa.Array | pa.ChunkedArray) else pa.array(col, type=pa.large_string(),
-                                                                           from_pandas=True)
+    """A text column (pandas, cuDF, Arrow, or a list) as one contiguous `large_string` array, nulls as "" (a binary
+    one as `large_binary`, nulls as b""): the one way every stage hands texts to its kernels."""
+    if isinstance(col, pa.Array | pa.ChunkedArray):
+        arr = col
+    elif hasattr(col, "to_arrow") and not isinstance(col, pd.Series):   # a cuDF column: to the host, as Arrow
+        arr = col.to_arrow()
+    else:
+        arr = pa.array(col, type=pa.large_string(), from_pandas=True)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    return arr.fill_null("") if arr.null_count else arr
+    binary = pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)
+    want = pa.large_binary() if binary else pa.large_string()
+    if arr.type != want:
+        arr = arr.cast(want)
+    return arr.fill_null(b"" if binary else "") if arr.null_count else arr
 
 
 def text_series(arr: pa.Array, like: pd.Series) -> pd.Series:

@@ -159,7 +159,8 @@ DEFAULT_PARTITION_BYTES = {"cpu": 128 * 2**20, "gpu": 512 * 2**20}
 
 class ExecutorConfig(Strict):
     kind: Literal["local", "dask"] = "local"
-    workers: int = Field(2, ge=1)
+    workers: int = Field(2, ge=1, description="dask: worker processes of the LocalCluster; local: threads that run "
+                         "the tasks of global stages' phases (map chains run one partition at a time)")
     partition_bytes: int | None = Field(None, ge=1, description="text (HTML) bytes per partition written by the "
                                         "read stage; None: 128 MiB on the CPU, 512 MiB on the GPU")
     partition_docs: int = Field(1_000_000, ge=1, description="upper bound on documents per partition")

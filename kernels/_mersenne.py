@@ -107,9 +107,9 @@ _S30 = np.uint64(30)
 _S31 = np.uint64(31)
 
 
-def splitmix64_array(h: np.ndarray) -> np.ndarray:
-    """splitmix64 below over a uint64 array, in numpy (wrapping multiplication): the same values."""
-    h = np.asarray(h, dtype=np.uint64).copy()
+def splitmix64_array(h):
+    """splitmix64 below over a uint64 array, numpy or CuPy (wrapping multiplication): the same values."""
+    h = h.astype(np.uint64, copy=True) if hasattr(h, "astype") else np.asarray(h, dtype=np.uint64).copy()
     h ^= h >> _S30
     h *= _SM1
     h ^= h >> _S27

@@ -58,9 +58,10 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64
+from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64, splitmix64_array
 from ._cuda import raw_module
 from ._memory import empty
+from .strings import check_buffers
 
 # Bases: the fractional bits of sqrt(3) and sqrt(5) (SHA-512's 2nd and 3rd IV words) mod p, made
 # odd; different from text_hash's. Changing either changes every signature.
@@ -452,10 +453,7 @@ def _compact(scratch, offsets, counts, out_offsets, flat):
 
 
 def _check_inputs(data, offsets, word_k, char_k):
-    if data.dtype != np.uint8 or data.ndim != 1:
-        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
-    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
-        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
+    check_buffers(data, offsets)
     if int(word_k) < 1 or int(char_k) < 1:
         raise ValueError(f"shingle lengths must be >= 1, got word_k={word_k}, char_k={char_k}")
 
@@ -570,6 +568,24 @@ def _band_keys(sig, bands, rows, out):
     for d in prange(sig.shape[0]):
         for band in range(bands):
             out[d, band] = fold_band(sig, d, band, rows)
+
+
+_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+
+
+def band_keys_array(sig, bands: int, rows: int):
+    """`band_keys` in array operations, numpy or CuPy alike (the GPU folds its signatures where they are, so only
+    8 bytes a band leave the device): the same keys as `fold_band`, bit for bit."""
+    xp = np
+    if type(sig).__module__.split(".")[0] == "cupy":
+        import cupy as xp
+    _check_bands(bands, rows, sig.shape[1] if sig.ndim == 2 else 0)
+    sig3 = sig[:, :bands * rows].astype(np.uint64, copy=False).reshape(sig.shape[0], bands, rows)
+    h = xp.broadcast_to(_FNV_OFFSET ^ xp.arange(bands, dtype=np.uint64), (sig.shape[0], bands)).copy()
+    for r in range(rows):
+        h ^= sig3[:, :, r]
+        h *= _FNV_PRIME
+    return splitmix64_array(h)
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
@@ -739,12 +755,13 @@ def minhash_bands(strings, cjk=False, bands: int = 12, rows: int = 10, seed: int
 
     Only the bands x rows permutations are computed (the first of the seed's, see
     minhash_permutations). The CPU twin folds each signature as it is made; the GPU folds the
-    signature matrix on the host after the kernel. Same keys either way.
+    signature matrix on the device after the kernel (band_keys_array), so only the keys come back.
+    Same keys either way.
     """
     from .strings import kernel_inputs
 
     data, offsets, on_gpu = kernel_inputs(strings, device)
     a, b = minhash_permutations(bands * rows, seed)
     if on_gpu:
-        return band_keys(minhash_gpu(data, offsets, cjk, a, b, word_k, char_k).get(), bands, rows)
+        return band_keys_array(minhash_gpu(data, offsets, cjk, a, b, word_k, char_k), bands, rows).get()
     return minhash_cpu(data, offsets, cjk, a, b, word_k, char_k, bands=bands, rows=rows)

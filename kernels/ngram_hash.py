@@ -52,6 +52,7 @@ from numba import njit, prange
 
 from ._mersenne import P61, addmod61, fmix64, mulmod61
 from ._cuda import raw_module
+from .strings import check_buffers
 # Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
 from .minhash import _gpu_batches, _gpu_params, _gpu_params_on_device  # noqa: F401
 from .minhash import (ASCII_SEPARATORS, BS, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds, _compact,
@@ -352,7 +353,7 @@ def script_counts_cpu(data, offsets) -> np.ndarray:
     mode from them, and whether it needs the other mode too."""
     data = np.ascontiguousarray(data)
     offsets = np.ascontiguousarray(offsets)
-    _check_buffers(data, offsets)
+    check_buffers(data, offsets)
     out = np.zeros((offsets.shape[0] - 1, 3), dtype=np.int64)
     if out.shape[0]:
         _script_counts(data, offsets, _SEP_TABLE, out)
@@ -390,13 +391,6 @@ def _lengths(word: tuple[int, int], char: tuple[int, int]) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def _check_buffers(data, offsets):
-    if data.dtype != np.uint8 or data.ndim != 1:
-        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
-    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
-        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
-
-
 def _as_table(table) -> NgramTable:
     return table if isinstance(table, NgramTable) else NgramTable(np.asarray(table))
 
@@ -411,7 +405,7 @@ def ngram_lookup_cpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12)) -> 
     counted first, then written, so the output has exactly the size of the result."""
     data = np.ascontiguousarray(data)
     offsets = np.ascontiguousarray(offsets)
-    _check_buffers(data, offsets)
+    check_buffers(data, offsets)
     table = _as_table(table)
     lengths = _lengths(word, char)
     n_docs = offsets.shape[0] - 1
@@ -437,7 +431,7 @@ def ngram_lookup_cpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12)) -> 
 def _prepare(data, offsets, cjk):
     data = np.ascontiguousarray(data)
     offsets = np.ascontiguousarray(offsets)
-    _check_buffers(data, offsets)
+    check_buffers(data, offsets)
     n_docs = offsets.shape[0] - 1
     scratch = np.empty(max(1, int(offsets[-1]) - int(offsets[0])), dtype=np.uint64)
     return data, offsets, _cjk_flags(cjk, n_docs), n_docs, scratch
@@ -521,7 +515,7 @@ def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
 
     d_data = cp.ascontiguousarray(cp.asarray(data))
     d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
-    _check_buffers(d_data, d_offsets)
+    check_buffers(d_data, d_offsets)
     host_offsets = offsets if isinstance(offsets, np.ndarray) else cp.asnumpy(d_offsets)
     table = _as_table(table)
     lengths = _lengths(word, char)

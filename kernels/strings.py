@@ -19,6 +19,27 @@ from __future__ import annotations
 
 import numpy as np
 
+
+def check_buffers(data, offsets) -> None:
+    """The two buffers as every kernel reads them, numpy or CuPy alike: ``data`` 1-d uint8, ``offsets`` 1-d int32
+    or int64 with n + 1 entries, never decreasing and within ``data``. A clear error here instead of an illegal
+    address on the GPU or a segfault in numba (the kernels index ``data`` by the offsets unchecked). Costs one
+    pass over the offsets, not the text (and, on the GPU, one synchronisation)."""
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
+    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
+        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
+    first, last = int(offsets[0]), int(offsets[-1])
+    if first < 0 or last > data.shape[0]:
+        raise ValueError(f"offsets run from {first} to {last}, outside the {data.shape[0]} bytes of data")
+    if offsets.shape[0] > 2:
+        down = offsets[1:] < offsets[:-1]
+        if bool(down.any()):
+            i = int(down.argmax())
+            raise ValueError(f"offsets must not decrease: offsets[{i + 1}] = {int(offsets[i + 1])} < "
+                             f"offsets[{i}] = {int(offsets[i])}")
+
+
 # --------------------------------------------------------------------------------------------
 # Arrow (host)
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
 from ._cuda import raw_module
 # String columns as (data, offsets): Arrow/pandas on the host, cuDF on the device. Re-exported here
 # because other kernels and stages import them from this module.
-from .strings import (_null_slots_hold_bytes, _single_array, _to_arrow, arrow_buffers,  # noqa: F401
+from .strings import (_null_slots_hold_bytes, _single_array, _to_arrow, arrow_buffers, check_buffers,  # noqa: F401
                       cudf_buffers, gpu_available, kernel_inputs, string_buffers)
 
 # Bases: the fractional bits of the golden ratio and of sqrt(2) (SHA-512's first IV word), mod p,
@@ -115,13 +115,6 @@ def _hash_docs_cpu(data, offsets, tables, out):
         out[d, 1] = fmix64(h2 ^ (n * _C2))
 
 
-def _check_buffers(data, offsets):
-    if data.dtype != np.uint8 or data.ndim != 1:
-        raise TypeError(f"data must be a 1-d uint8 array, got {data.dtype} with ndim {data.ndim}")
-    if offsets.dtype not in (np.int32, np.int64) or offsets.ndim != 1 or offsets.shape[0] < 1:
-        raise TypeError("offsets must be a 1-d int32 or int64 array with n + 1 entries")
-
-
 def text_hash_cpu(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Hash documents given as Arrow buffers: ``data`` uint8 values, ``offsets`` int32/int64 (n+1).
 
@@ -130,7 +123,7 @@ def text_hash_cpu(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """
     data = np.ascontiguousarray(data)
     offsets = np.ascontiguousarray(offsets)
-    _check_buffers(data, offsets)
+    check_buffers(data, offsets)
     out = np.empty((offsets.shape[0] - 1, 2), dtype=np.uint64)
     if out.shape[0]:
         _hash_docs_cpu(data, offsets, _TABLES, out)
@@ -168,7 +161,7 @@ def text_hash_gpu(data, offsets, *, chunk: int = GPU_CHUNK):
 
     data = cp.ascontiguousarray(cp.asarray(data))
     offsets = cp.ascontiguousarray(cp.asarray(offsets))
-    _check_buffers(data, offsets)
+    check_buffers(data, offsets)
     n_docs = offsets.shape[0] - 1
     out = cp.empty((n_docs, 2), dtype=cp.uint64)
     if n_docs == 0:

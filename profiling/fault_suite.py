@@ -322,7 +322,7 @@ def run_phase_faults(work: Path, crawl: Path, reference: dict[str, bytes]) -> li
     names = ["read"] + [next(iter(s)) for s in STAGES]
     phases = [("exact_dedup", "keys/*"), ("exact_dedup", "removals/*"), ("fuzzy_dedup", "bands/*"),
               ("fuzzy_dedup", "keys-g*/*"), ("fuzzy_dedup", "edges-g*/*"), ("fuzzy_dedup", "shingles/*"),
-              ("fuzzy_dedup", "pairs/*"), ("fuzzy_dedup", "removals/*")]
+              ("fuzzy_dedup", "pairs/*"), ("fuzzy_dedup", "removals/*"), ("fuzzy_dedup", "sample-texts/*")]
     for k, (name, pattern) in enumerate(phases):
         i = names.index(name)
         exchange = work / f"phase-{k}" / "stages" / f"{i:02d}-{name}" / "_exchange"

@@ -84,9 +84,10 @@ class InterleavingExecutor(LocalExecutor):
     """LocalExecutor, except that the tasks of `threaded` functions run two at a time, taking turns."""
 
     def __init__(self, pp: PingPong, threaded=(phases.apply_task, base.map_partition_task)):
+        super().__init__()
         self.pp, self.threaded = pp, threaded
 
-    def map(self, fn, *iterables, progress=lambda n: None) -> list:
+    def map(self, fn, *iterables, progress=lambda n: None, stateless=False) -> list:
         if fn not in self.threaded:
             return super().map(fn, *iterables, progress=progress)
         args = list(zip(*iterables))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
 
 from gpupipe.run.executors import LocalExecutor
@@ -28,7 +28,7 @@ def _rows(rng, n: int, producer: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("rows_per_group", [3, 1 << 20])
 def test_one_file_per_producer_and_each_destination_gets_exactly_its_rows(tmp_path, monkeypatch, rows_per_group):
-    monkeypatch.setattr(exchange_mod, "ROWS_PER_GROUP", rows_per_group)  # 3: a destination spans row groups
+    monkeypatch.setattr(exchange_mod, "ROWS_PER_GROUP", rows_per_group)  # 3: a destination spans batches
     rng = np.random.default_rng(5)
     ex = Exchange(tmp_path)
     sent = {}
@@ -38,12 +38,12 @@ def test_one_file_per_producer_and_each_destination_gets_exactly_its_rows(tmp_pa
         ex.send("keys", p, rows, dest)
         sent[p] = (rows, dest)
     files = ex.producer_files("keys")
-    assert [f.name for f in files] == [f"from-{p:06d}.parquet" for p in range(5)]   # one file per producer
+    assert [f.name for f in files] == [f"from-{p:06d}.arrow" for p in range(5)]   # one file per producer
     assert ex.files() == files
     for p, f in enumerate(files):
         rows, dest = sent[p]
         groups = sum(-(-int((dest == d).sum()) // rows_per_group) for d in np.unique(dest))
-        assert pq.ParquetFile(f).metadata.num_row_groups == groups
+        assert pa.ipc.open_file(f).num_record_batches == groups
     assert ex.destinations("keys") == [0, 2, 3, 6]
     for j in range(7):
         want = [rows[dest == j] for rows, dest in sent.values() if (dest == j).any()]
@@ -117,7 +117,8 @@ def test_fuzzy_dedup_exchange_is_bounded(tmp_path, monkeypatch):
     assert got["bands"] == n and got["keys-g000"] == got["keys-g001"] == n and got["removals"] == 1
     assert got["edges-g000"] <= b and got["edges-g001"] <= b and got["shingles"] <= n and got["candidates"] == 1
     assert got["pairs"] == 1    # every partition pair's candidate edges, as destinations of one file
-    assert sum(got.values()) <= 4 * n + 2 * b + 3
+    assert 1 <= got["sample-texts"] <= n   # the apply phase's side tables: sampled clusters' texts
+    assert sum(got.values()) <= 5 * n + 2 * b + 3
 
 
 def test_fuzzy_dedup_verifies_two_partitions_at_a_time(tmp_path, monkeypatch):

@@ -166,6 +166,7 @@ def test_band_keys_fused_equal_folding_the_signature():
         want = mh.band_keys(full, bands, rows)
         fused = mh.minhash_cpu(data, offsets, cjk, a[:bands * rows], b[:bands * rows], bands=bands, rows=rows)
         assert want.shape == (len(docs), bands) and (fused == want).all()
+        assert (mh.band_keys_array(full, bands, rows) == want).all()   # the array-op fold the GPU runs in place
         assert (mh.minhash_bands([bytes(d) for d in docs], cjk, bands, rows, seed=2) == want).all()
     # identical documents share every band key, unrelated ones (almost surely) none
     texts = [b"the quick brown fox jumps over the lazy dog today", b"the quick brown fox jumps over the lazy dog today",
@@ -176,6 +177,9 @@ def test_band_keys_fused_equal_folding_the_signature():
         mh.minhash_cpu(data, offsets, cjk, a, b, bands=13, rows=10)
     with pytest.raises(ValueError):
         mh.band_keys(full, 2, 0)
+    with pytest.raises(ValueError):
+        mh.band_keys_array(full, 13, 10)
+    assert mh.band_keys_array(full[:0], 12, 10).shape == (0, 12)
 
 
 def test_shingle_hashes_match_reference_and_signatures():
@@ -515,8 +519,9 @@ def test_gpu_band_keys_match_cpu():
     rng = random.Random(21)
     docs, cjk = _mixed(rng, 2000, 80)
     strings = [bytes(d) for d in docs]
-    want = mh.minhash_bands(strings, cjk, 12, 10, seed=4, device="cpu")
-    assert (mh.minhash_bands(strings, cjk, 12, 10, seed=4, device="gpu") == want).all()
+    for bands, rows in ((12, 10), (20, 13)):   # folded on the device (band_keys_array): only the keys come back
+        want = mh.minhash_bands(strings, cjk, bands, rows, seed=4, device="cpu")
+        assert (mh.minhash_bands(strings, cjk, bands, rows, seed=4, device="gpu") == want).all()
 
 
 @pytest.mark.gpu

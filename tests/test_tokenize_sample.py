@@ -40,6 +40,8 @@ def test_sample_is_bounded_seeded_and_independent_of_partitioning(tmp_path):
     tok_one = (one / "stages" / "02-tokenize" / "tokenizer.json").read_bytes()
     assert tok_one == (many / "stages" / "02-tokenize" / "tokenizer.json").read_bytes()
     assert (one / "shards" / "shard-00000.bin").read_bytes() == (many / "shards" / "shard-00000.bin").read_bytes()
+    tokenize = json.loads((one / "stats.json").read_text())["stages"][2]
+    assert tokenize["extra"]["trained_with_gigatoken"] == 1    # the stats say which trainer made tokenizer.json
     everything = run(tmp_path, "all", src, {"vocab_size": 300, "train_sample_bytes": 0}, "1GiB")
     assert (everything / "stages" / "02-tokenize" / "tokenizer.json").read_bytes() != tok_one
 

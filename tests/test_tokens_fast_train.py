@@ -13,7 +13,7 @@ import pytest
 
 from gpupipe.tokens import fast_train
 from gpupipe.tokens.fastokens_bpe import _FRAGMENTS
-from gpupipe.tokens.tokenizer import EOS_TOKEN, _train_hf, train_byte_level_bpe, trainer_info
+from gpupipe.tokens.tokenizer import EOS_TOKEN, _train_hf, train_byte_level_bpe
 
 pytest.importorskip("gigatoken")
 
@@ -55,12 +55,13 @@ def code_point_corpus(keep=lambda c: True) -> list[str]:
     return docs
 
 
-def same_as_hf(texts, vocab_size, min_frequency=2, specials=SPECIALS) -> str:
-    """Train both ways; assert byte-identical tokenizer.json; return which trainer ran."""
+def same_as_hf(texts, vocab_size, min_frequency=2, specials=SPECIALS, info=None) -> str:
+    """Train both ways; assert byte-identical tokenizer.json; return which trainer ran (all of it in `info`)."""
+    info = {} if info is None else info
     want = _train_hf(texts, vocab_size, list(specials), min_frequency).to_str(pretty=True)
-    got = train_byte_level_bpe(texts, vocab_size, specials, min_frequency).to_str(pretty=True)
+    got = train_byte_level_bpe(texts, vocab_size, specials, min_frequency, info=info).to_str(pretty=True)
     assert got == want
-    return trainer_info()["trainer"]
+    return info["trainer"]
 
 
 @pytest.mark.parametrize("vocab_size", [300, 1000, 3000])
@@ -72,8 +73,9 @@ def test_gigatoken_gives_hf_tokenizer_json(vocab_size, min_frequency):
 def test_every_script_and_one_special_token():
     assert same_as_hf(code_point_corpus(keep=lambda c: not differs(c)), 4000, specials=[EOS_TOKEN]) == "gigatoken"
     # with the code points whose class gigatoken's pre-tokenizer sees otherwise, HF's trainer runs
-    assert same_as_hf(code_point_corpus(), 4000, specials=[EOS_TOKEN]) == "tokenizers"
-    assert "U+" in trainer_info()["reason"] and "pre-tokenizer" in trainer_info()["reason"]
+    info = {}
+    assert same_as_hf(code_point_corpus(), 4000, specials=[EOS_TOKEN], info=info) == "tokenizers"
+    assert "U+" in info["reason"] and "pre-tokenizer" in info["reason"]
 
 
 @pytest.mark.slow
@@ -131,8 +133,9 @@ def test_exhausted_text_or_min_frequency_falls_back_to_hf():
 
 def test_without_gigatoken_falls_back(monkeypatch):
     monkeypatch.setitem(sys.modules, "gigatoken", None)
-    assert same_as_hf(corpus(200, seed=4), 600) == "tokenizers"
-    assert trainer_info() == {"trainer": "tokenizers", "reason": "gigatoken is not installed"}
+    info = {}
+    assert same_as_hf(corpus(200, seed=4), 600, info=info) == "tokenizers"
+    assert info == {"trainer": "tokenizers", "reason": "gigatoken is not installed"}
 
 
 def test_a_merge_that_makes_a_special_token_falls_back():
@@ -143,18 +146,20 @@ def test_a_merge_that_makes_a_special_token_falls_back():
 
 
 def test_gigatoken_output_does_not_reach_stdout(capfd):
-    train_byte_level_bpe(corpus(200, seed=5), 500)
-    assert trainer_info()["trainer"] == "gigatoken"
+    info = {}
+    train_byte_level_bpe(corpus(200, seed=5), 500, info=info)
+    assert info["trainer"] == "gigatoken"
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
 
 TRAIN_SCRIPT = r"""
 import sys
-from gpupipe.tokens.tokenizer import train_byte_level_bpe, trainer_info
+from gpupipe.tokens.tokenizer import train_byte_level_bpe
 from tests.test_tokens_fast_train import corpus
-tok = train_byte_level_bpe(corpus(2000, seed=11), 2500)
-assert trainer_info()["trainer"] == "gigatoken", trainer_info()
+info = {}
+tok = train_byte_level_bpe(corpus(2000, seed=11), 2500, info=info)
+assert info["trainer"] == "gigatoken", info
 sys.stdout.write(tok.to_str(pretty=True))
 """
 
@@ -174,15 +179,17 @@ def test_deterministic_across_processes_and_thread_counts():
 
 
 def _child(conn, texts):
-    tok = train_byte_level_bpe(texts, 500)
-    conn.send((trainer_info(), tok.to_str()))
+    info = {}
+    tok = train_byte_level_bpe(texts, 500, info=info)
+    conn.send((info, tok.to_str()))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_child_forked_after_use_trains_with_hf():
     texts = corpus(200, seed=6)
-    want = train_byte_level_bpe(texts, 500).to_str()  # this process has now used gigatoken's thread pool
-    assert trainer_info()["trainer"] == "gigatoken"
+    info = {}
+    want = train_byte_level_bpe(texts, 500, info=info).to_str()  # this process has now used gigatoken's threads
+    assert info["trainer"] == "gigatoken"
     ctx = multiprocessing.get_context("fork")
     here, there = ctx.Pipe()
     p = ctx.Process(target=_child, args=(there, texts))

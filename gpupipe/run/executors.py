@@ -5,6 +5,8 @@ order either way, so nothing downstream can tell them apart."""
 from __future__ import annotations
 
 import logging
+import concurrent.futures
+import functools
 from typing import Any, Callable, Sequence
 
 from gpupipe.config import ExecutorConfig, GpuClusterConfig
@@ -14,18 +16,58 @@ log = logging.getLogger("gpupipe")
 
 
 class LocalExecutor:
+    """Tasks in this process, in input order. `threads` > 1: the tasks of a `stateless` map (a global stage's
+    phases: their hooks keep nothing on the stage, tests/interleave.py) run on that many threads, so one
+    partition's Parquet I/O overlaps another's kernels; map chains stay one partition at a time (their stages use
+    the cores within a partition)."""
+
     kind = "local"
 
-    def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None) -> list:
+    def __init__(self, threads: int = 1):
+        self.threads = threads
+
+    def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
+            stateless: bool = False) -> list:
+        args = list(zip(*iterables))
+        if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
+            return _threaded(fn, args, min(self.threads, len(args)), progress)
         out = []
-        for args in zip(*iterables):
-            out.append(fn(*args))
+        for a in args:
+            out.append(fn(*a))
             interrupt.check()
             progress(1)
         return out
 
     def close(self) -> None:
         pass
+
+
+@functools.cache
+def numba_takes_threads() -> bool:
+    """Whether numba's parallel kernels may be called from two threads at once: yes with its tbb and omp threading
+    layers; its fallback, workqueue (where neither loads, e.g. macOS without libomp), aborts the process then."""
+    try:
+        from numba.np.ufunc import parallel
+
+        parallel._launch_threads()   # loads the layer numba loads on its first parallel kernel anyway, once
+        return parallel.threading_layer() in ("tbb", "omp")
+    except Exception:   # a numba without these internals: one task at a time
+        return False
+
+
+def _threaded(fn: Callable, args: list[tuple], threads: int, progress: Callable[[int], None]) -> list:
+    """fn over args on a pool of threads, results in input order; the first error (or a stop request) cancels
+    the tasks not yet started and is raised once the running ones end."""
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gpupipe-task")
+    try:
+        futures = [pool.submit(fn, *a) for a in args]
+        for f in concurrent.futures.as_completed(futures):
+            f.result()
+            interrupt.check()
+            progress(1)
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class DaskExecutor:
@@ -57,7 +99,8 @@ class DaskExecutor:
             self.client.register_plugin(StorageOptions(storage_options), name="gpupipe-storage-options")
         log.info("dask executor: %s", self.client)
 
-    def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None) -> list:
+    def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
+            stateless: bool = False) -> list:
         from distributed import as_completed
 
         futures = self.client.map(fn, *iterables, pure=False)
@@ -95,4 +138,4 @@ def make_executor(cfg: ExecutorConfig, device: str) -> Any:
         from gpupipe.io import storage
 
         return DaskExecutor(cfg.workers, cfg.scheduler_address, device, cfg.gpu, storage.current_options())
-    return LocalExecutor()
+    return LocalExecutor(threads=cfg.workers)

@@ -16,6 +16,7 @@ brought to the host once to be written. Both copies are counted in the stage's `
 from __future__ import annotations
 
 import resource
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -253,6 +254,7 @@ class MapStage(Stage):
 
 # One instance per (stage, config) per worker process, so models load once per worker, not once per partition.
 _WORKER_STAGES: dict[tuple[str, str, RunContext], Stage] = {}
+_WORKER_STAGES_LOCK = threading.RLock()   # two tasks on two threads set a stage up once
 
 
 def worker_stage(spec: tuple[str, str, RunContext]) -> Stage:
@@ -260,13 +262,14 @@ def worker_stage(spec: tuple[str, str, RunContext]) -> Stage:
 
     name, cfg_json, ctx = spec
     key = (name, cfg_json, ctx)
-    if key not in _WORKER_STAGES:
-        cls = STAGES[name]
-        stage = cls(cls.Config.model_validate_json(cfg_json), ctx)
-        if isinstance(stage, MapStage):
-            stage.setup()
-        _WORKER_STAGES[key] = stage
-    return _WORKER_STAGES[key]
+    with _WORKER_STAGES_LOCK:
+        if key not in _WORKER_STAGES:
+            cls = STAGES[name]
+            stage = cls(cls.Config.model_validate_json(cfg_json), ctx)
+            if isinstance(stage, MapStage):
+                stage.setup()
+            _WORKER_STAGES[key] = stage
+        return _WORKER_STAGES[key]
 
 
 def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:

@@ -74,6 +74,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from gpupipe.columns import text_array
 from gpupipe.config import FileRef, Fraction, Strict
 from gpupipe.io.parts import atomic_write_text, read_part, write_table
 from gpupipe.stages.base import Applied, MapStage, StageJob, StageStats
@@ -234,18 +235,12 @@ class BenchmarkSource:
 
 
 # ---------------------------------------------------------------------------- the index
-def _as_arrow(texts) -> pa.Array:
-    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
-        return texts
-    return pa.array(texts, type=pa.large_string(), from_pandas=True).fill_null("")
-
-
 def script_counts(texts) -> np.ndarray:
     """(n, 3): CJK letters, other letters, words per text (kernels.ngram_hash.script_counts_cpu)."""
     from gpupipe.kernels.ngram_hash import script_counts_cpu
     from gpupipe.kernels.text_hash import arrow_buffers
 
-    return script_counts_cpu(*arrow_buffers(_as_arrow(texts)))
+    return script_counts_cpu(*arrow_buffers(text_array(texts)))
 
 
 def cjk_flags(texts=None, counts: np.ndarray | None = None) -> np.ndarray:

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from gpupipe.config import Strict
-from gpupipe.stages.base import MapStage
+from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.url_filter import check_re2
 
 SEED_PATTERNS = {
@@ -160,26 +160,18 @@ class LineFilter(MapStage):
     name = "line_filter"
     Config = LineFilterConfig
 
-    # transform and reasons run back to back on one partition (MapStage.run_partition): these carry its results.
-    _empty: np.ndarray = np.zeros(0, dtype=bool)
-    _counts: Counter = Counter()
-
     def setup(self) -> None:
         self._rules = build_rules(self.config)
 
-    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        """Lines dropped; a document left empty goes as `empty_after_line_filter`; per-rule line counts."""
         if not hasattr(self, "_rules"):
             self.setup()
         arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True)
-        out, left, self._counts = filter_lines(arr, self._rules)
-        self._empty = left == 0
+        out, left, counts = filter_lines(arr, self._rules)
+        empty = left == 0
         text = pd.Series(out.to_pandas().array, index=df.index)
-        text = text.where(~self._empty, df["text"])               # a dropped document keeps its text for its reject
-        return df.assign(text=text.astype(df["text"].dtype))
-
-    def reasons(self, df: pd.DataFrame) -> pd.Series:
-        return pd.Series(np.where(self._empty, "empty_after_line_filter", None), index=df.index, dtype=object)
-
-    def extra_stats(self, df_out: pd.DataFrame) -> Counter:
-        counts, self._counts = self._counts, Counter()
-        return counts
+        text = text.where(~empty, df["text"])               # a dropped document keeps its text for its reject
+        df = df.assign(text=text.astype(df["text"].dtype))
+        return Applied(df, pd.Series(np.where(empty, "empty_after_line_filter", None), index=df.index,
+                                     dtype=object), extra=Counter(counts))

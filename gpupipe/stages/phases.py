@@ -19,6 +19,7 @@ the stage, so two tasks may share an instance on two threads. Each task's peak R
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,26 +89,11 @@ def run_phases(stage: PhasedStage, job: StageJob) -> StageStats:
     run.exchange.reset()
     spec = stage.spec()
     for phase in stage.phases():
-        if phase.over == DRIVER:
-            c0 = compile_seconds()
-            phase.fn(stage, run)
-            _compiled(run, compile_seconds() - c0)
-            continue
-        items = _items(phase, run)
-        n = len(items)
-        arg = phase.arg(run) if phase.arg is not None else None
-        if phase.over == APPLY:
-            out = job.executor.map(apply_task, [phase.fn] * n, [spec] * n, list(range(n)), items,
-                                   [job.out_dir] * n, [run.exchange] * n, [arg] * n, progress=job.progress)
-            for r in out:
-                run.total.merge(StageStats.from_dict(r))
-            run.results[phase.name] = out
-            continue
-        out = job.executor.map(phase_task, [phase.fn] * n, [spec] * n, list(range(n)), items,
-                               [run.exchange] * n, [arg] * n) if n else []
-        run.results[phase.name] = [r for r, _, _ in out]
-        run.peaks += [p for _, p, _ in out]
-        _compiled(run, sum(c for _, _, c in out))
+        t0 = time.perf_counter()
+        _run_phase(stage, run, phase, spec)
+        # wall seconds per phase (route-0, route-1, ... summed as `route`): where a global stage's time goes
+        key = f"phase_{phase.name.split('-')[0] if phase.name[-1].isdigit() else phase.name}_s"
+        run.extra[key] = round(run.extra.get(key, 0) + time.perf_counter() - t0, 4)
     run.exchange.remove()
     total = run.total
     total.extra.update(run.extra)
@@ -115,6 +101,40 @@ def run_phases(stage: PhasedStage, job: StageJob) -> StageStats:
     if peak:
         total.extra["peak_rss_mb_worker"] = round(peak, 1)
     return total
+
+
+def _run_phase(stage: PhasedStage, run: PhaseRun, phase: Phase, spec) -> None:
+    job = run.job
+    c0 = compile_seconds()
+    if phase.over == DRIVER:
+        phase.fn(stage, run)
+        _compiled(run, compile_seconds() - c0)
+        return
+    items = _items(phase, run)
+    n = len(items)
+    arg = phase.arg(run) if phase.arg is not None else None
+    # The hooks keep nothing on the stage (tests/interleave.py): a local executor may run them on threads.
+    if phase.over == APPLY:
+        out = job.executor.map(apply_task, [phase.fn] * n, [spec] * n, list(range(n)), items,
+                               [job.out_dir] * n, [run.exchange] * n, [arg] * n, progress=job.progress,
+                               stateless=True)
+        here = compile_seconds() - c0
+        for r in out:
+            if here:   # compiled in this process: counted once below, not per task
+                r["extra"].pop("numba_compile_s", None)
+            run.total.merge(StageStats.from_dict(r))
+        _compiled(run, here)
+        run.results[phase.name] = out
+        return
+    out = job.executor.map(phase_task, [phase.fn] * n, [spec] * n, list(range(n)), items,
+                           [run.exchange] * n, [arg] * n, stateless=True) if n else []
+    run.results[phase.name] = [r for r, _, _ in out]
+    run.peaks += [p for _, p, _ in out]
+    # Tasks that ran in this process (a local executor, maybe two at once on threads) compiled in this process's
+    # count, which each task's own difference would count twice when they overlap; tasks on other processes
+    # (Dask workers) report theirs.
+    here = compile_seconds() - c0
+    _compiled(run, here or sum(c for _, _, c in out))
 
 
 def _compiled(run: PhaseRun, seconds: float) -> None:

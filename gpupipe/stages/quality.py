@@ -62,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
+from gpupipe.columns import text_array
 from gpupipe.config import Fraction, Strict, ordered
 from gpupipe.stages.base import Applied, MapStage
 
@@ -196,15 +197,6 @@ class QualityConfig(Strict):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _arrow(col) -> pa.Array:
-    """A column as one Arrow string array (pandas or cuDF), nulls as ""."""
-    arr = col.to_arrow() if hasattr(col, "to_arrow") and not isinstance(col, pd.Series) else \
-        pa.array(col, type=pa.large_string(), from_pandas=True)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    return arr.cast(pa.large_string()).fill_null("")
-
-
 def _ratio(num, den) -> np.ndarray:
     """num / den as float64, NaN where den is 0 (an undefined ratio flags nothing)."""
     num = np.asarray(num, np.float64)
@@ -229,7 +221,7 @@ def _scope(df, counts: dict[str, np.ndarray], cfg: QualityConfig) -> dict[str, n
     by_chars = frac > cfg.cjk_fraction
     cjk, zh, en = by_chars.copy(), by_chars.copy(), ~by_chars
     if cfg.lang_column in df.columns:
-        langs = _arrow(df[cfg.lang_column])
+        langs = text_array(df[cfg.lang_column])
         known = pc.not_equal(langs, "").to_numpy(zero_copy_only=False)
         cjk = np.where(known, _lang_match(langs, cfg.cjk_langs), cjk)
         zh = np.where(known, _lang_match(langs, cfg.zh_langs), zh)
@@ -326,7 +318,7 @@ def quality_signals(df, cfg: QualityConfig) -> dict[str, np.ndarray]:
                                             C4_TERMINAL, COUNTS, quality_counts)
     from gpupipe.kernels.text_hash import arrow_buffers
 
-    text = _arrow(df["text"])
+    text = text_array(df["text"])
     data, offsets = arrow_buffers(text)
     c4 = cfg.c4
     c4_flags = sum(bit for bit, on in ((C4_TERMINAL, c4.filter_no_terminal_punct), (C4_CITATIONS, c4.remove_citations),
@@ -404,7 +396,7 @@ def _rules(df, cfg: QualityConfig) -> list[tuple[str, np.ndarray | None]]:
     g = cfg.gopher_repetition
     if g.enabled:
         family(~cjk | g.apply_to_cjk, [
-            ("gopher_rep_empty", pc.binary_length(_arrow(df["text"])).to_numpy(zero_copy_only=False) == 0),
+            ("gopher_rep_empty", pc.binary_length(text_array(df["text"])).to_numpy(zero_copy_only=False) == 0),
             ("gopher_rep_dup_para_frac", _above(df, "q_gopher_rep_dup_para_frac", g.dup_para_frac)),
             ("gopher_rep_dup_para_char_frac", _above(df, "q_gopher_rep_dup_para_char_frac", g.dup_para_char_frac)),
             ("gopher_rep_dup_line_frac", _above(df, "q_gopher_rep_dup_line_frac", g.dup_line_frac)),

@@ -131,16 +131,20 @@ class Tokenize(MapStage):
     def execute(self, job: StageJob) -> StageStats:
         job.out_dir.mkdir(parents=True, exist_ok=True)
         path = job.out_dir / TOKENIZER_FILE
+        trained: dict = {}
         if self.config.tokenizer:
             shutil.copyfile(self.config.tokenizer, path)
         else:
             texts = iter_texts(job.inputs, self.config.train_max_docs, sample_bytes(self.config), self.ctx.seed)
             tok = train_byte_level_bpe(texts, self.config.vocab_size, self.config.special_tokens,
-                                       self.config.min_frequency)
+                                       self.config.min_frequency, info=trained)
             save_tokenizer(tok, path)
         # Workers load the saved file: the same bytes everywhere, whoever trained it.
         worker = Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
-        return MapStage.execute(worker, job)
+        stats = MapStage.execute(worker, job)
+        if trained:  # which trainer made tokenizer.json (gigatoken or tokenizers' BpeTrainer, the log says why)
+            stats.extra[f"trained_with_{trained['trainer']}"] = 1
+        return stats
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         ids, offsets = encode_batch_flat(self._tok, df["text"].tolist())

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from gpupipe.config import Strict
-from gpupipe.stages.base import MapStage
+from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.global_stage import BUCKET_COLUMN, GlobalStage
 
 # Seed 002 §2.1, as given. They are crude (r"register" also hits ".../wiki/Cash_register"); tune per run.
@@ -287,21 +287,19 @@ class UrlFilter(MapStage):
 
     name = "url_filter"
     Config = UrlFilterConfig
-    _blacklisted: np.ndarray = np.zeros(0, dtype=bool)  # set by transform for the reasons of the same partition
 
-    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        """`domain_tier` added; blacklisted URLs dropped (computed together: nothing is kept on the stage)."""
         norm, host = normalize_url_parts(_url_column(df), self.config.drop_query_params)
         if self.config.blacklist:
             regex = "|".join(f"(?:{p})" for p in self.config.blacklist)
             hit = pc.match_substring_regex(norm, regex, ignore_case=True)
-            self._blacklisted = pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
+            blacklisted = pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
         else:
-            self._blacklisted = np.zeros(len(df), dtype=bool)
-        return df.assign(domain_tier=pd.Series(domain_tiers(host, self.config.domain_tiers), index=df.index,
-                                               dtype=object))
-
-    def reasons(self, df: pd.DataFrame) -> pd.Series:
-        return pd.Series(np.where(self._blacklisted, "url_blacklist", None), index=df.index, dtype=object)
+            blacklisted = np.zeros(len(df), dtype=bool)
+        df = df.assign(domain_tier=pd.Series(domain_tiers(host, self.config.domain_tiers), index=df.index,
+                                             dtype=object))
+        return Applied(df, pd.Series(np.where(blacklisted, "url_blacklist", None), index=df.index, dtype=object))
 
     def extra_stats(self, df_out: pd.DataFrame) -> Counter:
         c = Counter({"no_url": int(pc.sum(pc.is_null(_url_column(df_out))).as_py() or 0)})

@@ -37,12 +37,13 @@ turns the fast path off with a reason (`fast_encoder`), and encode_batch uses HF
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -263,11 +264,6 @@ def _join(docs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(docs) if docs else np.empty(0, dtype=np.uint32)), offsets
 
 
-# One FastBPE (or the reason there is none) per Tokenizer object, rebuilt if the tokenizer is changed in place.
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
 def _fingerprint(tok) -> tuple:
     """What a change to the tokenizer in place would most likely alter. Cheap, unlike tok.to_str() (~25 ms for
     a 50k vocab, too slow for every batch); a new model of the same size and edge tokens goes unnoticed."""
@@ -279,17 +275,28 @@ def _fingerprint(tok) -> tuple:
             tuple((i, str(t)) for i, t in sorted(tok.get_added_tokens_decoder().items())))
 
 
+def per_tokenizer(build: Callable) -> Callable:
+    """`build(tok) -> (encoder or None, reason or None)`, cached per Tokenizer object and rebuilt when the tokenizer
+    is changed in place (its fingerprint): an encoder is built and proven once, not for every batch."""
+    cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    lock = threading.Lock()
+
+    @functools.wraps(build)
+    def get(tok):
+        key = _fingerprint(tok)
+        with lock:
+            hit = cache.get(tok)
+            if hit is None or hit[0] != key:
+                hit = cache[tok] = (key, *build(tok))
+            return hit[1], hit[2]
+    return get
+
+
+@per_tokenizer
 def fast_encoder(tok) -> tuple[FastBPE | None, str | None]:
     """(the fast encoder, None) for a tokenizer it reproduces exactly, else (None, the reason)."""
-    key = _fingerprint(tok)
-    with _lock:
-        hit = _CACHE.get(tok)
-        if hit is not None and hit[0] == key:
-            return hit[1], hit[2]
-        try:
-            fast, why = FastBPE(json.loads(tok.to_str())), None
-        except Unsupported as exc:
-            fast, why = None, str(exc)
-            log.warning("encode_batch: fast BPE path off for this tokenizer (%s); using HF tokenizers", why)
-        _CACHE[tok] = (key, fast, why)
-        return fast, why
+    try:
+        return FastBPE(json.loads(tok.to_str())), None
+    except Unsupported as exc:
+        log.warning("encode_batch: fast BPE path off for this tokenizer (%s); using HF tokenizers", exc)
+        return None, str(exc)

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from .fast_bpe import _SENTINEL_SPECIAL, FastBPE, Unsupported, _as_bytes, _fingerprint, fast_encoder
+from .fast_bpe import _SENTINEL_SPECIAL, FastBPE, Unsupported, _as_bytes, fast_encoder, per_tokenizer
 
 log = logging.getLogger("gpupipe")
 
@@ -108,27 +106,16 @@ class FastokensBPE:
         return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.uint64).astype(np.int64)
 
 
-# One FastokensBPE (or the reason there is none) per Tokenizer object, rebuilt if the tokenizer changes in place.
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
+@per_tokenizer
 def fastokens_encoder(tok) -> tuple[FastokensBPE | None, str | None]:
     """(the fastokens encoder, None) for a tokenizer it reproduces (see the docstring), else (None, the reason)."""
     reference, why = fast_encoder(tok)
     if reference is None:
         return None, f"needs the tiktoken fast path's checks, which fail: {why}"
-    key = _fingerprint(tok)
-    with _lock:
-        hit = _CACHE.get(tok)
-        if hit is not None and hit[0] == key:
-            return hit[1], hit[2]
-        try:
-            tok_json = tok.to_str()
-            fast, why = FastokensBPE(tok_json, reference, json.loads(tok_json)), None
-        except Unsupported as exc:
-            fast, why = None, str(exc)
-            (log.info if "not installed" in why else log.warning)(
-                "encode_batch: fastokens off for this tokenizer (%s); using the tiktoken path", why)
-        _CACHE[tok] = (key, fast, why)
-        return fast, why
+    try:
+        tok_json = tok.to_str()
+        return FastokensBPE(tok_json, reference, json.loads(tok_json)), None
+    except Unsupported as exc:
+        (log.info if "not installed" in str(exc) else log.warning)(
+            "encode_batch: fastokens off for this tokenizer (%s); using the tiktoken path", exc)
+        return None, str(exc)

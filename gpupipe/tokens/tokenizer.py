@@ -32,6 +32,7 @@ def train_byte_level_bpe(
     vocab_size: int,
     special_tokens: Sequence[str] = (EOS_TOKEN,),
     min_frequency: int = 2,
+    info: dict | None = None,
 ) -> Tokenizer:
     """Train a byte-level BPE as in the seed's lab.
 
@@ -42,8 +43,10 @@ def train_byte_level_bpe(
 
     gigatoken's trainer runs when it is installed (about 3x faster), unless its result could differ from HF
     BpeTrainer's (gpupipe.tokens.fast_train: what is checked after each training), else BpeTrainer; the
-    tokenizer.json is byte-identical either way on every corpus compared. `trainer_info` says which ran last.
+    tokenizer.json is byte-identical either way on every corpus compared. `info`, when given, is filled with
+    which ran: {"trainer": "gigatoken"} or {"trainer": "tokenizers", "reason": why not gigatoken}.
     """
+    info = {} if info is None else info
     special_tokens = list(special_tokens)
     floor = BYTE_ALPHABET_SIZE + len(special_tokens)
     if vocab_size < floor:
@@ -52,10 +55,10 @@ def train_byte_level_bpe(
     texts = texts if isinstance(texts, list) else list(texts)
     try:
         tok = train_gigatoken(texts, vocab_size, special_tokens, min_frequency)
-        _LAST_TRAINER.update(trainer="gigatoken", reason=None)
+        info.update(trainer="gigatoken")
         return tok
     except NotUsed as exc:
-        _LAST_TRAINER.update(trainer="tokenizers", reason=str(exc))
+        info.update(trainer="tokenizers", reason=str(exc))
         log.info("train_byte_level_bpe: HF BpeTrainer (%s)", exc)
     return _train_hf(texts, vocab_size, special_tokens, min_frequency)
 
@@ -74,15 +77,6 @@ def _train_hf(texts: Iterable[str], vocab_size: int, special_tokens: list[str], 
     )
     tok.train_from_iterator(texts, trainer)
     return tok
-
-
-_LAST_TRAINER: dict = {"trainer": None, "reason": None}
-
-
-def trainer_info() -> dict:
-    """Which trainer the last train_byte_level_bpe call in this process used: {"trainer": "gigatoken"} or
-    {"trainer": "tokenizers", "reason": why not gigatoken}."""
-    return {k: v for k, v in _LAST_TRAINER.items() if v is not None or k == "trainer"}
 
 
 def _tokenizer_path(path) -> str:

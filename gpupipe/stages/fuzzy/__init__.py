@@ -11,7 +11,8 @@ connected components → one document kept per cluster.
               bounded by the candidate documents (those with at least one edge), not the corpus: 16 bytes per edge
               plus the shingle sets when verifying
   in_memory   `find_duplicates`: all of it on one frame, for tests and benchmarks
-  stage       the `fuzzy_dedup` stage: the phases above, declared (`stages/phases.py` runs them)
+  stage       the `fuzzy_dedup` stage: the phases above, declared (`stages/phases.py` runs them; its last two
+              phases, apply and the clusters sample, are `stages/cluster_sample.py`'s)
 Every decision uses hashes, priority columns and `doc_index`, so results do not depend on partitioning, bucket
 count or backend.
 """

@@ -12,13 +12,14 @@ import pandas as pd
 from gpupipe.stages.fuzzy.components import choose_keepers, connected_components, priority_frame
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 from gpupipe.stages.fuzzy.edges import _star_matrix, unique_edges
-from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes, texts_of
+from gpupipe.columns import text_array
+from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes
 from gpupipe.stages.fuzzy.verify import identical_texts, shingle_sets, verify_edges
 
 
 def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
-    texts = texts_of(df)
+    texts = text_array(df["text"])
     cjk = cjk_mask(df, cfg.cjk_langs, texts)
     doc = df["doc_index"].to_numpy(np.int64)
     bh = lsh_band_hashes(texts, cjk, cfg, seed, device)

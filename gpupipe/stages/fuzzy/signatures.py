@@ -13,12 +13,6 @@ CJK_SCRIPT = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
 
 
-def texts_of(df: pd.DataFrame) -> pa.Array:
-    """The text column as one Arrow large_string array (nulls as empty): built once per frame, shared below."""
-    arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-
-
 def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array) -> np.ndarray:
     """1 where a document is shingled by characters: by its `lang`, or by script when there is no `lang`."""
     if "lang" in df.columns:

@@ -1,7 +1,8 @@
 """The `fuzzy_dedup` stage: its phases, declared; the work is in the sibling modules.
 
-  sign        per partition: band hashes and priority columns (exchange `bands`, one file per partition)
-  route-G     per partition, for band group G: (band, hash, doc) rows sent to buckets by hash (`keys-gG`)
+  sign        per partition: band hashes and priority columns (exchange `bands`, one file per partition), and
+              band group 0's (band, hash, doc) rows sent to buckets by hash (`keys-g000`)
+  route-G     per partition, for band group G >= 1: the same from `bands` (`keys-gG`)
   edges-G     per bucket: star edges of its (band, hash) buckets (`edges-gG`, one file per bucket with edges)
   candidates  driver: the edges, each pair once; their documents (`candidates`)
   shingles    per partition, with `verify`: shingle sets of its candidate documents (`shingles`)
@@ -11,47 +12,47 @@
   verified    driver: the kept edges, in (u, v) order
   cluster     driver: connected components, one keeper per cluster; the others sent to their partitions
               (`removals`). The driver holds cluster members only, never all documents.
-  apply       per partition: its removals dropped as `near_duplicate`
-  sample      per partition, then driver: the texts of a seeded sample of clusters → clusters_sample.jsonl
+  apply       per partition: its removals dropped as `near_duplicate`; the texts of a seeded sample of clusters
+              set aside (exchange `sample-texts`: the part is in memory then, so no phase reads it again for them)
+  sample      driver: those texts → clusters_sample.jsonl
 """
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from gpupipe.nvtx_ranges import annotate
+from gpupipe.stages.cluster_sample import ClusterDedup, pick
 from gpupipe.stages.fuzzy.bands import band_rows
 from gpupipe.stages.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
                                              priority_frame)
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig, lsh_shape
 from gpupipe.stages.fuzzy.edges import unique_edges, star_edges
-from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes, texts_of
+from gpupipe.columns import text_array
+from gpupipe.stages.fuzzy.signatures import cjk_mask, lsh_band_hashes
 from gpupipe.stages.fuzzy.verify import sets_of_tables, shingle_sets, shingle_table, verify_edges
-from gpupipe.stages.global_stage import GlobalStage, removals_of, send_removals
-from gpupipe.stages.phases import APPLY, BUCKETS, DRIVER, PARTITIONS, Phase, PhaseRun, Task
+from gpupipe.stages.global_stage import send_removals
+from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 
-
-class FuzzyDedup(GlobalStage):
+class FuzzyDedup(ClusterDedup):
     name = "fuzzy_dedup"
     Config = FuzzyDedupConfig
 
     def phases(self) -> list[Phase]:
         out = [Phase("sign", sign)]
         for g, group in enumerate(band_groups(self.config)):
-            out += [Phase(f"route-{g}", route, arg=lambda run, a=(g, group): a),
-                    Phase(f"edges-{g}", edges, over=BUCKETS, arg=lambda run, g=g: g)]
+            if g:  # sign routes group 0 itself, from the band hashes it just computed
+                out.append(Phase(f"route-{g}", route, arg=lambda run, a=(g, group): a))
+            out.append(Phase(f"edges-{g}", edges, over=BUCKETS, arg=lambda run, g=g: g))
         out.append(Phase("candidates", candidates, over=DRIVER))
         if self.config.verify:
             out += [Phase("shingles", shingles), Phase("pair-up", pair_up, over=DRIVER),
                     Phase("verify", verify, over=lambda run: run.state["pairs"]),
                     Phase("verified", verified, over=DRIVER)]
-        return out + [Phase("cluster", cluster, over=DRIVER), Phase("apply", removals_of, over=APPLY),
-                      Phase("sample-texts", sample_texts, over=PARTITIONS, arg=lambda run: run.state["wanted"]),
-                      Phase("sample", write_sample, over=DRIVER)]
+        return out + [Phase("cluster", cluster, over=DRIVER), *self.tail_phases()]
 
 
 def band_groups(cfg: FuzzyDedupConfig) -> list[list[int]]:
@@ -64,26 +65,32 @@ def _needed(path, cfg: FuzzyDedupConfig) -> pd.DataFrame:
     """The columns of a part the signatures and the keeper choice read (text, lang, the priority columns): a part
     carries every earlier stage's columns (dozens of quality signals), read for nothing otherwise. A priority
     column the part lacks is named by `priority_frame`'s error."""
-    names = pq.ParquetFile(path).schema_arrow.names
+    names = pq.read_schema(path).names
     wanted = {"doc_index", "text", "lang", *(p.lstrip("-") for p in cfg.priority)}
-    return pd.read_parquet(path, columns=[c for c in names if c in wanted])
+    return pq.read_table(path, columns=[c for c in names if c in wanted]).to_pandas()
 
 
 def sign(stage: FuzzyDedup, task: Task) -> None:
     cfg = stage.config
     with annotate("gpupipe/fuzzy_dedup/sign"):
         df = _needed(task.item, cfg)
-        texts = texts_of(df)
+        texts = text_array(df["text"])
         bh = lsh_band_hashes(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg, stage.ctx.seed, stage.ctx.device)
         out = priority_frame(df, cfg, texts).assign(part=np.int64(task.index))
-        for b in range(bh.shape[1]):
+        groups = band_groups(cfg)
+        for b in range(bh.shape[1]) if len(groups) > 1 else []:  # later rounds route from the stored hashes
             out[f"b{b}"] = bh[:, b]
         task.exchange.put("bands", task.index, out)
+        bands = pd.DataFrame({"doc_index": out["doc_index"], **{f"b{b}": bh[:, b] for b in groups[0]}})
+        _send_keys(stage, task, 0, band_rows(bands, groups[0]))
 
 
 def route(stage: FuzzyDedup, task: Task) -> None:
     g, group = task.arg
-    keys = band_rows(task.exchange.get("bands", task.index), group)
+    _send_keys(stage, task, g, band_rows(task.exchange.get("bands", task.index), group))
+
+
+def _send_keys(stage: FuzzyDedup, task: Task, g: int, keys: pd.DataFrame) -> None:
     bucket = keys["hash"].to_numpy(np.uint64) % np.uint64(stage.ctx.shuffle_buckets)
     task.exchange.send(f"keys-g{g:03d}", task.index, keys, bucket.astype(np.int64))
 
@@ -121,7 +128,7 @@ def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
     df = df[df["doc_index"].isin(wanted["doc_index"].to_numpy())]
     if df.empty:
         return np.zeros(0, np.int64)
-    texts = texts_of(df)
+    texts = text_array(df["text"])
     sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config)
     task.exchange.put("shingles", task.index, shingle_table(sets))
     return sets.doc_index
@@ -173,45 +180,11 @@ def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
         run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
     else:
         run.extra.update({"clusters": 0, "duplicates_removed": 0})
-    run.state["sample"] = _sample(members, cfg.sample_clusters, run.job.ctx.seed)
-    run.state["wanted"] = run.state["sample"]["doc_index"].to_numpy()
-    run.state["clustered"] = len(members) > 0
+    pick(run, members, cfg.sample_clusters, run.job.ctx.seed)
 
 
 def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
     return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]
-
-
-def _sample(members: pd.DataFrame, clusters: int, seed: int) -> pd.DataFrame:
-    """The members of a seeded sample of clusters."""
-    if not len(members):
-        return members
-    ids = np.sort(members["cluster"].unique())
-    chosen = np.sort(np.random.default_rng(seed).choice(ids, size=min(clusters, len(ids)), replace=False))
-    return members[members["cluster"].isin(chosen)]
-
-
-def sample_texts(stage: FuzzyDedup, task: Task) -> pd.DataFrame | None:
-    if not len(task.arg):
-        return None
-    df = pd.read_parquet(task.item, columns=["id", "doc_index", "text"])
-    return df[df["doc_index"].isin(task.arg)]
-
-
-def write_sample(stage: FuzzyDedup, run: PhaseRun) -> None:
-    """clusters_sample.jsonl: for a seeded sample of clusters, the kept text beside the removed ones."""
-    if not run.state["clustered"]:
-        return
-    texts = [t for t in run.results["sample-texts"] if t is not None]
-    wanted = run.state["sample"]
-    wanted = wanted.merge(pd.concat(texts, ignore_index=True), on="doc_index") if texts else wanted.iloc[:0]
-    with open(run.job.out_dir / "clusters_sample.jsonl", "w", encoding="utf-8") as f:
-        for c, grp in wanted.groupby("cluster"):
-            kept = grp[grp["keep"]].iloc[0]
-            f.write(json.dumps({"cluster": int(c), "kept": {"id": kept["id"], "text": kept["text"][:2000]},
-                                "removed": [{"id": r["id"], "text": r["text"][:2000]}
-                                            for _, r in grp[~grp["keep"]].iterrows()]},
-                               ensure_ascii=False) + "\n")
 
 
 __all__ = ["FuzzyDedup"]

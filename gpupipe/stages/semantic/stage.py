@@ -14,7 +14,7 @@ pairs → one document kept per group. Its phases, declared (`stages/phases.py` 
   cluster      driver: counters, cluster-size histograms (duplicate groups: cluster_size_*; k-means clusters:
                kmeans_*), a seeded sample of groups
   apply        per partition: its removals dropped as `semantic_duplicate`
-  sample       per partition, then driver: the texts of the sampled groups → clusters_sample.jsonl
+  sample       the texts of the sampled groups, set aside by apply → clusters_sample.jsonl (cluster_sample.py)
 
 Memory: a worker holds one partition's embeddings or one bucket's clusters; the driver the k-means sample, the
 centroids and the duplicate groups' members. Pairs across two k-means clusters are not compared (SemDeDup's
@@ -38,9 +38,9 @@ import pyarrow as pa
 from gpupipe.io.parts import read_part
 from gpupipe.models.ref import model_path
 from gpupipe.stages.fuzzy.components import choose_keepers, cluster_size_histogram, connected_components
-from gpupipe.stages.fuzzy.stage import _sample, sample_texts, write_sample
-from gpupipe.stages.global_stage import GlobalStage, removals_of, send_removals
-from gpupipe.stages.phases import APPLY, BUCKETS, DRIVER, PARTITIONS, Phase, PhaseRun, Task
+from gpupipe.stages.cluster_sample import ClusterDedup, pick
+from gpupipe.stages.global_stage import send_removals
+from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 from gpupipe.stages.semantic.config import SemanticDedupConfig
 from gpupipe.stages.semantic.kmeans import assign_clusters, kmeans
 from gpupipe.stages.semantic.pairs import similar_pairs
@@ -69,7 +69,7 @@ def _embeddings(table: pa.Table) -> np.ndarray:
     return col.flatten().to_numpy(zero_copy_only=False).reshape(-1, d) if len(col) else np.zeros((0, d), np.float32)
 
 
-class SemanticDedup(GlobalStage):
+class SemanticDedup(ClusterDedup):
     name = "semantic_dedup"
     Config = SemanticDedupConfig
 
@@ -93,9 +93,7 @@ class SemanticDedup(GlobalStage):
     def phases(self) -> list[Phase]:
         return [Phase("embed", embed), Phase("centroids", centroids, over=DRIVER), Phase("assign", assign),
                 Phase("compare", compare, over=BUCKETS), Phase("cluster", cluster, over=DRIVER),
-                Phase("apply", removals_of, over=APPLY),
-                Phase("sample-texts", sample_texts, over=PARTITIONS, arg=lambda run: run.state["wanted"]),
-                Phase("sample", write_sample, over=DRIVER)]
+                *self.tail_phases()]
 
 
 def priority_columns(cfg: SemanticDedupConfig) -> list[str]:
@@ -210,9 +208,7 @@ def cluster(stage: SemanticDedup, run: PhaseRun) -> None:
                       "duplicates_removed": int((~members["keep"]).sum())})
     if len(members):
         run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
-    run.state["sample"] = _sample(members, cfg.sample_clusters, run.job.ctx.seed)
-    run.state["wanted"] = run.state["sample"]["doc_index"].to_numpy()
-    run.state["clustered"] = len(members) > 0
+    pick(run, members, cfg.sample_clusters, run.job.ctx.seed)
 
 
 __all__ = ["SemanticDedup", "sample_hash"]

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from gpupipe.stages.substring.config import ANCHOR_K_MAX
 from gpupipe.stages.substring.kernels import _winnow
-from gpupipe.stages.substring.text import as_text_array, buffers
+from gpupipe.columns import text_array
+from gpupipe.stages.substring.text import buffers
 
 
 def anchor_k(min_length: int) -> int:
@@ -23,7 +24,7 @@ def anchor_k(min_length: int) -> int:
 def winnow_anchors(texts: pa.Array, min_length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, offset, hash) of every anchor: each L-byte window of a text owns the anchor of its minimal k-gram."""
     k = anchor_k(min_length)
-    data, offsets = buffers(as_text_array(texts))
+    data, offsets = buffers(text_array(texts))
     e64, eu = np.empty(0, np.int64), np.empty(0, np.uint64)
     n = _winnow(data, offsets, min_length, k, False, e64, e64, eu)
     rows, offs, hashes = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64)

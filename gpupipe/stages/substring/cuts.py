@@ -14,7 +14,8 @@ from gpupipe.stages.base import Applied
 from gpupipe.stages.substring.config import REASON, SNAP_REACH_BYTES, SubstringDedupConfig
 from gpupipe.stages.substring.kernels import _WS, _final_cuts, _gather
 from gpupipe.stages.substring.marks import duplicate_ranges
-from gpupipe.stages.substring.text import as_text_array, buffers
+from gpupipe.columns import text_array
+from gpupipe.stages.substring.text import buffers
 
 
 def final_cuts(texts: pa.Array, rows, starts, ends, snap_to_whitespace: bool = False):
@@ -38,7 +39,7 @@ def apply_cuts(texts: pa.Array, rows, starts, ends) -> tuple[np.ndarray, pa.Arra
 def substring_dedup(texts, cfg: SubstringDedupConfig | None = None) -> tuple[list[str], dict[str, int]]:
     """In memory, one group: the texts after cutting (dropping is the stage's job) and counters."""
     cfg = cfg or SubstringDedupConfig()
-    arr = as_text_array(texts)
+    arr = text_array(texts)
     seg, s, e = duplicate_ranges(arr, cfg.min_length, cfg.within_document)
     rows, cs, ce = final_cuts(arr, seg, s, e, cfg.snap_to_whitespace)
     out = arr.to_pylist()
@@ -57,7 +58,7 @@ def cut_partition(df: pd.DataFrame, ranges: pd.DataFrame | None, cfg: SubstringD
     keep_all = pd.Series([None] * len(df), index=df.index, dtype=object)
     if ranges is None or ranges.empty or df.empty:
         return Applied(df, keep_all, counts)
-    texts = as_text_array(df["text"])
+    texts = text_array(df["text"])
     rows = pd.Index(df["doc_index"].to_numpy()).get_indexer(ranges["doc_index"].to_numpy())
     assert (rows >= 0).all(), "substring_dedup: removal ranges name documents this partition lacks"
     rows, s, e = final_cuts(texts, rows, ranges["start"].to_numpy(), ranges["end"].to_numpy(), cfg.snap_to_whitespace)
@@ -70,6 +71,6 @@ def cut_partition(df: pd.DataFrame, ranges: pd.DataFrame | None, cfg: SubstringD
     text = df["text"].copy()
     text.iloc[changed] = new.to_pylist()
     df = df.assign(text=text)
-    chars = pc.utf8_length(pc.utf8_trim_whitespace(as_text_array(df["text"]))).to_numpy(zero_copy_only=False)
+    chars = pc.utf8_length(pc.utf8_trim_whitespace(text_array(df["text"]))).to_numpy(zero_copy_only=False)
     drop = modified & ((chars < cfg.min_remaining_chars) | (chars == 0))
     return Applied(df, pd.Series(np.where(drop, REASON, None), index=df.index, dtype=object), counts)

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpupipe.stages.substring.text import as_text_array
+from gpupipe.columns import text_array
 
 
 def _text_bytes_on_disk(path: Path) -> int:
@@ -42,4 +42,4 @@ def read_group(paths: list[Path], parts: list[int]) -> pa.Table:
     di = t["doc_index"].to_numpy()
     if len(di) > 1 and np.any(di[1:] < di[:-1]):
         t = t.take(np.argsort(di, kind="stable"))
-    return t.set_column(t.schema.get_field_index("text"), "text", as_text_array(t["text"])).combine_chunks()
+    return t.set_column(t.schema.get_field_index("text"), "text", text_array(t["text"])).combine_chunks()

@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.substring.kernels import _cover, _join, _mark_duplicates, _permuted_lcp
-from gpupipe.stages.substring.text import as_text_array, buffers
+from gpupipe.columns import text_array
+from gpupipe.stages.substring.text import buffers
 
 
 def suffix_array(text: np.ndarray) -> np.ndarray:
@@ -27,7 +28,7 @@ def duplicate_ranges(texts: pa.Array, min_length: int, within_document: bool,
     texts: segments in input order. doc_ids: the document of each segment (non-decreasing; several consecutive
     segments may be pieces of one document, as in the cross-group pass); default: every segment its own document.
     """
-    data, offsets = buffers(as_text_array(texts))
+    data, offsets = buffers(text_array(texts))
     joined, seg_starts = _join(data, offsets)
     m = len(offsets) - 1
     if doc_ids is None:

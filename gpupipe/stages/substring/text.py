@@ -17,17 +17,6 @@ def buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets.astype(np.int64, copy=False)
 
 
-def as_text_array(texts) -> pa.Array:
-    """One large_string (or large_binary) Arrow array, nulls as empty strings."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
-    if not isinstance(texts, pa.Array):
-        texts = pa.array(texts, type=pa.large_string(), from_pandas=True)
-    binary = pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type)
-    texts = texts.cast(pa.large_binary() if binary else pa.large_string())
-    return texts.fill_null(b"" if binary else "")
-
-
 def slices(texts: pa.Array, rows, starts, ends) -> pa.Array:
     """The byte slices [start, end) of the given rows, as a large_binary array."""
     data, offsets = buffers(texts)
