@@ -268,8 +268,9 @@ def _keys_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:
 
 
 def _is_type_error(kind: str) -> bool:
-    """The input is not of the type at all (not a number, not a mapping), as opposed to a value out of range."""
-    return kind.endswith(("_type", "_parsing"))
+    """The input is not of the type at all (not a number, not a mapping, none of a Literal's words), as opposed to a
+    value out of range."""
+    return kind.endswith(("_type", "_parsing")) or kind == "literal_error"
 
 
 def _format_error(err: ValidationError, where: str, prefix: str = "") -> str:

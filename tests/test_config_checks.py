@@ -225,7 +225,7 @@ def test_value_of_none_of_a_unions_types_is_one_line(tmp_path, src, capsys):
     err = rejected(tmp_path, config(tmp_path, src, [{"langid": {"min_score": "high"}}]), capsys)
     assert err.count("stages.0.langid.min_score") == 1
     assert "key 'stages.0.langid.min_score': Input should be a valid number" in err
-    assert "or Input should be a valid dictionary (got 'high')" in err
+    assert "or Input should be a valid dictionary; or Input should be 'fineweb2' (got 'high')" in err
     assert "constrained-float" not in err
 
 

@@ -11,7 +11,6 @@ import zlib
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from gpupipe.kernels.fasttext_model import MAGIC, FastTextModel, read_labels
 from gpupipe.kernels.strings import arrow_buffers
@@ -22,7 +21,6 @@ from gpupipe.stages.langid import (
     UNDETERMINED,
     LangId,
     LangIdConfig,
-    aggregate_paragraphs,
     default_model_path,
     spread_sample,
 )
@@ -283,46 +281,21 @@ def test_written_models_match_fasttext(case, tmp_path):
 
 
 class FastTextLangId(LangId):
-    """LangId as it was before the kernel: Python lists into fastText's predict."""
+    """LangId with fastText's own predict in place of the kernel (Python lists into the binding): everything else,
+    the script rules and the rest of #23 included, is the stage's own code."""
 
     def setup(self) -> None:
-        self._model = fasttext.load_model(self.config.model or default_model_path())
+        super().setup()
+        self._fasttext = fasttext.load_model(self.config.model or default_model_path())
 
-    def _predict_list(self, texts):
+    def _predict(self, texts):
+        texts = [spread_sample(t, self.config.max_chars).replace("\n", " ") for t in texts.to_pylist()]
         if not texts:
-            return np.array([], dtype=object), np.array([], dtype=np.float64)
-        labels, probs = self._model.predict(texts, k=1)
-        lang = pd.Series(np.asarray(labels, dtype=object).reshape(len(texts))).str.slice(len(LABEL_PREFIX))
-        return lang.to_numpy(dtype=object), np.asarray(probs, dtype=np.float64).reshape(len(texts))
-
-    def transform(self, df):
-        arr = pa.array(df["text"], type=pa.large_string(), from_pandas=True).fill_null("")
-        chars = pc.utf8_length(pc.utf8_trim_whitespace(arr)).to_numpy(zero_copy_only=False)
-        short = chars < max(self.config.min_chars, 1)
-        lang = np.full(len(df), UNDETERMINED, dtype=object)
-        score = np.zeros(len(df), dtype=np.float64)
-        cfg = self.config
-        if cfg.level == "paragraph":
-            mix = np.full(len(df), "{}", dtype=object)
-            lines = pc.split_pattern(arr, "\n")
-            parent = pc.list_parent_indices(lines).to_numpy()
-            para = pc.utf8_trim_whitespace(pc.list_flatten(lines))
-            para_chars = pc.utf8_length(para).to_numpy(zero_copy_only=False)
-            votes = (para_chars >= cfg.paragraph_min_chars) & ~short[parent]
-            whole = np.flatnonzero(~short & (np.bincount(parent[votes], minlength=len(arr)) == 0))
-            texts = pc.utf8_slice_codeunits(para.filter(votes), 0, cfg.max_chars).to_pylist()
-            texts += [spread_sample(t, cfg.max_chars).replace("\n", " ") for t in arr.take(whole).to_pylist()]
-            plang, pscore = self._predict_list(texts)
-            doc = np.concatenate([parent[votes], whole])
-            weight = np.concatenate([para_chars[votes], chars[whole]])
-            agg = aggregate_paragraphs(doc, plang, pscore, weight, cfg.paragraph_min_score)
-            at = agg.index.to_numpy()
-            lang[at], score[at], mix[at] = agg["lang"].to_numpy(), agg["lang_score"].to_numpy(), agg["lang_mix"]
-            return df.assign(lang=lang, lang_score=np.round(score, 4), lang_mix=mix)
-        todo = np.flatnonzero(~short)
-        texts = [spread_sample(t, cfg.max_chars).replace("\n", " ") for t in arr.take(todo).to_pylist()]
-        lang[todo], score[todo] = self._predict_list(texts)
-        return df.assign(lang=lang, lang_score=np.round(score, 4))
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        labels, probs = self._fasttext.predict(texts, k=1)
+        index = {name: i for i, name in enumerate(self._names())}
+        ids = np.array([index[label[0][len(LABEL_PREFIX):]] for label in labels], dtype=np.int64)
+        return ids, np.asarray(probs, dtype=np.float64).reshape(len(texts))
 
 
 def _frame():
@@ -343,15 +316,19 @@ def _frame():
                                     {"level": "paragraph", "max_chars": 200, "paragraph_min_chars": 20, "min_chars": 0},
                                     {"keep": ["en", "zh"], "min_score": {"zh": 0.65, "en": 0.8, "default": 0.85}}])
 def test_stage_output_equals_the_fasttext_backed_stage(params):
+    """The kernel's predictions inside the whole stage (the script rules and the rest of #23 on, as by default, and
+    off) give what fastText's own predict gives, value for value."""
     df = _frame()
-    old, new = FastTextLangId(LangIdConfig(**params), RunContext()), LangId(LangIdConfig(**params), RunContext())
-    old.setup()
-    new.setup()
-    want, got = old.transform(df), new.transform(df)
-    pd.testing.assert_frame_equal(got, want)
-    assert (got["lang"] != UNDETERMINED).sum() > 300
-    kept_old, rej_old, stats_old = old.run_partition(df)
-    kept_new, rej_new, stats_new = new.run_partition(df)
-    pd.testing.assert_frame_equal(kept_new, kept_old)
-    pd.testing.assert_frame_equal(rej_new, rej_old)
+    for extra in ({}, {"script_rules": False, "casefold_below": 0, "merge": {}}):
+        cfg = LangIdConfig(**params, **extra)
+        old, new = FastTextLangId(cfg, RunContext()), LangId(cfg, RunContext())
+        old.setup()
+        new.setup()
+        want, got = old.transform(df), new.transform(df)
+        pd.testing.assert_frame_equal(got, want)
+        assert (got["lang"] != UNDETERMINED).sum() > 300
+        kept_old, rej_old, stats_old = old.run_partition(df)
+        kept_new, rej_new, stats_new = new.run_partition(df)
+        pd.testing.assert_frame_equal(kept_new, kept_old)
+        pd.testing.assert_frame_equal(rej_new, rej_old)
     assert stats_new.removed == stats_old.removed
