@@ -40,3 +40,15 @@ def config_file(tmp_path, synth_crawl):
         overrides.setdefault("output", str(tmp_path / "run"))
         return write_config(tmp_path / f"config-{len(list(tmp_path.glob('config-*')))}.yaml", **overrides)
     return make
+
+
+@pytest.fixture(scope="module")
+def model_stage():
+    """A langid stage with lid.176 loaded, once per test module; tests swap configs on its model
+    (tests/test_langid.py `_with`)."""
+    from gpupipe.stages.base import RunContext
+    from gpupipe.stages.langid import LangId, LangIdConfig
+
+    stage = LangId(LangIdConfig(), RunContext())
+    stage.setup()
+    return stage

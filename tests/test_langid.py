@@ -26,14 +26,6 @@ ZH_LINE = "这是一个很长的中文段落，用来测试文档级别的语言
 FR = "Le chat dort sur le canapé pendant que les enfants jouent dans le jardin derrière la maison."
 
 
-@pytest.fixture(scope="module")
-def model_stage():
-    """One loaded model for the module; tests swap configs on it."""
-    stage = LangId(LangIdConfig(), RunContext())
-    stage.setup()
-    return stage
-
-
 def _with(stage: LangId, **params) -> LangId:
     s = LangId(LangIdConfig(**params), RunContext())
     s._model = stage._model

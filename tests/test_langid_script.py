@@ -14,6 +14,7 @@ from gpupipe.stages import lang_script as ls
 from gpupipe.stages.base import RunContext
 from gpupipe.stages.langid import LangId, LangIdConfig, LangIdTwoPass, fineweb2_threshold
 from tests.test_lab_and_dedup import run_config, write_jsonl
+from tests.test_langid import _frame, _with
 
 ZH_HANS = "今天天气很好，我们去公园散步吧。公园里有很多人在跑步，还有小朋友在放风筝。"
 ZH_HANT = "這家餐廳的服務態度很好，環境也不錯。臺灣的夜市非常熱鬧，小吃種類繁多。"
@@ -29,21 +30,6 @@ EN = ("Rivers carve valleys over thousands of years as water erodes rock and car
       "In mountain regions the slope is steep, so the water moves quickly and cuts deep V-shaped valleys.")
 
 
-@pytest.fixture(scope="module")
-def model_stage():
-    stage = LangId(LangIdConfig(), RunContext())
-    stage.setup()
-    return stage
-
-
-def _with(stage: LangId, **params) -> LangId:
-    s = LangId(LangIdConfig(**params), RunContext())
-    s._model = stage._model
-    return s
-
-
-def _frame(texts) -> pd.DataFrame:
-    return pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "doc_index": range(len(texts)), "text": texts})
 
 
 def _counts(texts) -> np.ndarray:
