@@ -1,12 +1,12 @@
-"""Executors run a function over partitions: `local` in this process (debugging, tests), `dask` on a real
-distributed cluster (a LocalCluster of worker processes, or an existing scheduler). Results come back in input
-order either way, so nothing downstream can tell them apart."""
+"""Executors run a function over partitions: `local` in this process (one machine; the tasks of global stages'
+phases on threads), `dask` on a real distributed cluster (a LocalCluster of worker processes, or an existing
+scheduler). Results come back in input order either way, so nothing downstream can tell them apart."""
 
 from __future__ import annotations
 
-import logging
 import concurrent.futures
 import functools
+import logging
 from typing import Any, Callable, Sequence
 
 from gpupipe.config import ExecutorConfig, GpuClusterConfig
