@@ -192,6 +192,31 @@ def test_timeout_stops_a_pathological_page_and_the_partition_goes_on(extractor):
         ["gpupipe-extract-watchdog"]   # only the one idle watchdog; nothing left extracting
 
 
+def test_a_swallowed_timeout_is_raised_again():
+    """A page whose code swallows the first PageTimeout (a bare except, or the exception landing in a garbage
+    collector callback) still stops: the watchdog raises it again while the page runs."""
+    outcome = []
+
+    def work():
+        t0 = time.perf_counter()
+        try:
+            with time_limit(0.2):
+                try:
+                    while True:
+                        pass
+                except BaseException:   # noqa: B036 - what a careless extractor does
+                    outcome.append("swallowed")
+                while True:
+                    pass
+        except PageTimeout:
+            outcome.append(time.perf_counter() - t0)
+
+    th = threading.Thread(target=work, daemon=True)   # daemon: a failing run does not keep pytest alive
+    th.start()
+    th.join(30)
+    assert not th.is_alive() and outcome[0] == "swallowed" and outcome[1] < 10, outcome
+
+
 def test_time_limit_in_a_worker_thread():
     """Dask runs tasks in worker threads, where signal-based timers do not work: the bound works there too."""
     outcome = []

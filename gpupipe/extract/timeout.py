@@ -7,7 +7,9 @@ a child process per page costs milliseconds of fork/pickle per page (more than t
 that is abandoned keeps burning the CPU. The asynchronous exception is checked between bytecodes, so pure-Python
 work (trafilatura's loops, our block walk) stops within microseconds of the deadline; a single long C call (lxml
 parsing a giant page) finishes first, which `max_html_bytes` bounds. `PageTimeout` derives from BaseException so
-that the extractors' own `except Exception` handlers (trafilatura has several) do not swallow it.
+that the extractors' own `except Exception` handlers (trafilatura has several) do not swallow it. Where it is
+swallowed anyway (a bare `except:`, or delivered inside a garbage-collector callback, where Python prints it as
+"Exception ignored" and goes on), the watchdog raises it again every REFIRE_S seconds until the page ends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import itertools
 import threading
 import time
 from contextlib import contextmanager
+
+REFIRE_S = 0.25   # a page still running this long after its PageTimeout gets another one
 
 
 class PageTimeout(BaseException):
@@ -32,7 +36,7 @@ class _Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._active: dict[int, tuple[int, float]] = {}   # token -> (thread id, deadline)
-        self._fired: set[int] = set()
+        self._fired: dict[int, float] = {}   # token -> when to raise again if its page is still running
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
         self._wake = 0.0      # when the watchdog thread wakes next (monotonic); 0: not known, notify
@@ -49,10 +53,10 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for token, (tid, deadline) in list(self._active.items()):
-                    if deadline <= now and token not in self._fired:
-                        self._fired.add(token)
+                    if deadline <= now and self._fired.get(token, 0.0) <= now:
+                        self._fired[token] = now + REFIRE_S
                         _set_async_exc(tid, PageTimeout)
-                pending = [d for t, (_, d) in self._active.items() if t not in self._fired]
+                pending = [self._fired.get(t, d) for t, (_, d) in self._active.items()]
                 # idle: wake after the last limit used, so that a page started meanwhile with that limit (the usual
                 # case: one stage, one limit) needs no notify; see start()
                 wait = max(0.0, min(pending) - now) if pending else self._idle
@@ -75,8 +79,7 @@ class _Watchdog:
         """Deregister; True when the watchdog fired (any exception it left pending is cleared)."""
         with self._cond:
             tid, _ = self._active.pop(token)
-            fired = token in self._fired
-            self._fired.discard(token)
+            fired = self._fired.pop(token, None) is not None
             if fired:
                 _set_async_exc(tid, None)   # NULL clears an exception not yet delivered
             return fired
