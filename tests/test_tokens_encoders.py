@@ -13,18 +13,11 @@ from tokenizers import Tokenizer
 
 from gpupipe.tokens import fast_bpe, fastokens_bpe
 from gpupipe.tokens.tokenizer import EOS_TOKEN, encode_batch, encode_batch_flat, encoder_info, train_byte_level_bpe
+from tests.test_fast_bpe import hf_ids
 from tests.test_tokens_fast_train import corpus
 
 pytest.importorskip("fastokens")
 pytest.importorskip("tiktoken")
-
-
-def hf_ids(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
-    tok.encode_special_tokens = True
-    try:
-        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-    finally:
-        tok.encode_special_tokens = False
 
 
 def assert_same_as_hf(tok: Tokenizer, texts: list[str]) -> None:

@@ -196,8 +196,9 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     if v and "mse" in v:
         print(f"validation ({v['docs']} held-out examples): MSE {v['mse']:.4f}  MAE {v['mae']:.4f}")
     elif v:
-        print(f"validation ({v['docs']} held-out examples, {v['averaged']}): precision {v['precision']:.4f}  "
-              f"recall {v['recall']:.4f}  F1 {v['f1']:.4f}  accuracy {v['accuracy']:.4f}")
+        from gpupipe.stages.model_quality import classification_scores
+
+        print(f"validation ({v['docs']} held-out examples, {v['averaged']}): {classification_scores(v)}")
     print(f"wrote {info['model']} (load it with `- classifier: {{model: {info['model']}}}`)")
     return 0
 

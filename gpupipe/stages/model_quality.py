@@ -322,10 +322,14 @@ def cmd_train_quality(args: argparse.Namespace) -> int:
           f"in all; {c['positive']['skipped'] + c['negative']['skipped']} skipped)")
     v = info["validation"]
     if v:
-        print(f"validation ({v['docs']} held-out documents): precision {v['precision']:.4f}  "
-              f"recall {v['recall']:.4f}  F1 {v['f1']:.4f}  accuracy {v['accuracy']:.4f}")
+        print(f"validation ({v['docs']} held-out documents): {classification_scores(v)}")
     print(f"wrote {info['model']} and {info['model']}.json")
     return 0
+
+
+def classification_scores(v: dict) -> str:
+    """A classifier's held-out scores as the training commands print them (train-quality, train-classifier)."""
+    return f"precision {v['precision']:.4f}  recall {v['recall']:.4f}  F1 {v['f1']:.4f}  accuracy {v['accuracy']:.4f}"
 
 
 def add_train_quality_parser(subparsers) -> argparse.ArgumentParser:
