@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from gpupipe.stages.base import RunContext
 from gpupipe.stages.extract import Extract, ExtractConfig
@@ -123,19 +124,113 @@ def load_newspaper4k(root: Path, limit: int | None) -> tuple[pd.DataFrame, dict]
     return df.assign(doc_index=range(len(df))), truth
 
 
-def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict | None = None) -> None:
-    if pages is None:
-        pages, truth = load(data_dir, args.pages)
+# Page kinds of trafilatura's real-world test pages, told from the site and URL (and, for "comments", from the
+# snippets: pages whose wanted text includes readers' comments). Set by hand before any extractor was scored on them.
+SNIPPET_KINDS = {
+    "shop/product": "ebrosia.de.zinfandel toralin.de.schmierfett adac.de.kindersitze chip.de.beef".split(),
+    "org/service page": ("bmjv.de.konsum rs-ingenieure.de.tragwerksplanung fairkom.eu.about hundeverein-kreisunna.de "
+                         "viehbacher.com.steuerrecht stuttgart.de austria.info.radfahren demokratiewebstatt.at.luft "
+                         "simplyscience.ch.erdoel brandenburg.de.homo-brandenburgensis wehranlage-horka.de.887 "
+                         "psl.eu.luniversite cdu-fraktion-erfurt.de.waldorfschule").split(),
+    "reference/docs": "en.wikipedia.org.tsne lemire.me.json caktusgroup.com.django".split(),
+    "comment threads": ("moritz-meyer.net.vreni plentylife.blogspot.pamela-reif luxuryhaven.co.hyatt "
+                        "iloveponysmag.com.barbour changelog.blog.zwischenbilanz").split(),
+    "news/magazine": ("sueddeutsche.de.flixtrain zeit.de.zugverkehr spiegel.de.albtraum reuters.com.parasite "
+                      "vancouversun.com.microsoft heise.de.lithium theverge.com.ios13 vice.com.amazon "
+                      "threatpost.com.android futurezone.at.lyft rnz.de.witzel dw.com.uncork correctiv.org.zusage "
+                      "cnet.de.schutz sonntag-sachsen.de.emanuel franceculture.fr.idees wikimediafoundation.org.turkey "
+                      "computerbase.de.htc meedia.de.freenet jolie.de.adele brigitte.de.ikigai gofeminin.de.abnehmen "
+                      "mixed.de.vrodo speicherguide.de.schwierige erp-news.info.interview landwirt.com.sensortechnik "
+                      "lanouvellerepublique.fr.martin skateboardmsm.de.dormhagen knowtechie.com.rally "
+                      "basicthinking.de.tweets love-hina.ch.0409 telemedicus.info.rezension "
+                      "luxuriousmagazine.com.polo").split(),
+}   # every other page: "blog"
+ENGLISH = set(("reuters.com.parasite vancouversun.com.microsoft theverge.com.ios13 vice.com.amazon threatpost.com.android "
+               "dw.com.uncork wikimediafoundation.org.turkey knowtechie.com.rally boingboing.net.millenials lemire.me.json "
+               "caktusgroup.com.django github.blog.spiceland womencantalksports.com.top10 luxuryhaven.co.hyatt "
+               "luxuriousmagazine.com.polo en.wikipedia.org.tsne").split())
+
+
+def load_trafilatura_tests(root: Path, limit: int | None) -> tuple[pd.DataFrame, dict]:
+    """trafilatura's real-world test pages (its sdists up to 1.1.0 ship them: pip download --no-deps --no-binary :all:
+    trafilatura==1.1.0; tests/cache/NAME.html) with the hand-written checks of tests/realworld_tests.py: per page,
+    snippets the main text must contain and snippets it must not (menus, related links, comment forms, footers).
+    Read from the test file's syntax tree (`'x' in result` / `'x' not in result` after each load_mock_page(URL));
+    commented-out checks do not count. truth[name] = {"url", "want": [...], "avoid": [...], "kind", "lang"}.
+
+    The checks were written by trafilatura's authors for trafilatura (checks it failed were left commented out), so
+    this set leans its way: a hard test for any other extractor."""
+    import ast
+
+    from gpupipe.io.charset import decode_html
+
+    tests = root / "tests"
+    tree = ast.parse((tests / "realworld_tests.py").read_text(encoding="utf-8"))
+    pages = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == "MOCK_PAGES":
+            pages = ast.literal_eval(node.value)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_extract")
+    checks: dict[str, dict] = {}
+    url = None
+
+    def visit(stmts):
+        nonlocal url
+        for st in stmts:
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) \
+                    and getattr(st.value.func, "id", "") == "load_mock_page":
+                url = ast.literal_eval(st.value.args[0])
+                checks.setdefault(url, {"want": [], "avoid": []})
+            elif isinstance(st, ast.If):
+                visit(st.body)
+            elif isinstance(st, ast.Assert) and url is not None:
+                terms = st.test.values if isinstance(st.test, ast.BoolOp) else [st.test]
+                for t in terms:
+                    if isinstance(t, ast.Compare) and isinstance(t.left, ast.Constant) and len(t.ops) == 1:
+                        key = "want" if isinstance(t.ops[0], ast.In) else "avoid"
+                        checks[url][key].append(t.left.value)
+    visit(func.body)
+    kind_of = {name: kind for kind, names in SNIPPET_KINDS.items() for name in names}
+    rows, truth = [], {}
+    for url, c in sorted(checks.items(), key=lambda kv: pages[kv[0]]):
+        if not c["want"] and not c["avoid"]:
+            continue
+        name = pages[url].removesuffix(".html")
+        html = decode_html((tests / "cache" / pages[url]).read_bytes()).text
+        truth[name] = dict(c, url=url, kind=kind_of.get(name, "blog"), lang="en" if name in ENGLISH else "other")
+        rows.append({"id": name, "url": url, "html": html})
+    rows = rows[:limit]
+    df = pd.DataFrame(rows)
+    return df.assign(doc_index=range(len(df))), {r["id"]: truth[r["id"]] for r in rows}
+
+
+_WS = re.compile(r"\s+")
+W = 26   # the name column, widened for --also rows
+
+
+def snippet_scores(t: dict, pred: str | None) -> tuple[float, float, bool]:
+    """(share of wanted snippets found, share of unwanted snippets absent, all checks pass) for one page; whitespace
+    is collapsed on both sides (extractors differ in where they put line breaks). An empty output finds nothing and
+    avoids everything."""
+    text = _WS.sub(" ", pred or "")
+    want = [_WS.sub(" ", w) in text for w in t["want"]]
+    avoid = [_WS.sub(" ", a) not in text for a in t["avoid"]]
+    return (float(np.mean(want)) if want else 1.0, float(np.mean(avoid)) if avoid else 1.0, all(want + avoid))
+
+
+def time_rows(pages: pd.DataFrame, args) -> tuple[dict, dict, dict]:
     runs = {"trafilatura defaults": lambda: run_trafilatura_defaults(pages),
             "extract (trafilatura)": lambda: run_stage(pages, extractor="trafilatura")}
     if importlib.util.find_spec("resiliparse") is not None:
         runs["extract (resiliparse)"] = lambda: run_stage(pages, extractor="resiliparse")
     runs["extract (fast)"] = lambda: run_stage(pages, extractor="fast")
     runs["extract (auto)"] = lambda: run_stage(pages, extractor="auto")
-    assert ExtractConfig().extractor == "trafilatura"
-    tune = np.arange(len(pages)) % 2 == 0
-    print(f"{len(pages)} pages from {data_dir}; tune half = even-indexed pages ({tune.sum()}), "
-          f"held-out half = odd-indexed ({(~tune).sum()})")
+    for spec in args.also:
+        params = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in spec.split(","))}
+        runs[f"extract ({spec})"] = lambda params=params: run_stage(pages, **params)
+    global W
+    W = max(26, *(len(n) + 2 for n in runs))
     cpu = {name: float("inf") for name in runs}
     wall = dict(cpu)
     preds = {}
@@ -145,7 +240,57 @@ def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict |
             out = fn()
             cpu[name], wall[name] = min(cpu[name], time.process_time() - c0), min(wall[name], time.perf_counter() - w0)
             preds.setdefault(name, out)
-    print(f"{'extractor':<26}{'F1':>16}{'precision':>11}{'recall':>8}{'F1 tune':>9}{'F1 held':>9}"
+    return preds, cpu, wall
+
+
+def bench_snippets(root: Path, args) -> None:
+    pages, truth = load_trafilatura_tests(root, args.pages)
+    tune = np.arange(len(pages)) % 2 == 0
+    n_want, n_avoid = sum(len(t["want"]) for t in truth.values()), sum(len(t["avoid"]) for t in truth.values())
+    print(f"{len(pages)} pages from {root} (trafilatura's real-world tests: {n_want} wanted and {n_avoid} unwanted "
+          f"snippets); tune half = even-indexed pages ({tune.sum()}), held-out half = odd-indexed ({(~tune).sum()})")
+    preds, cpu, wall = time_rows(pages, args)
+    print("score = per page, the mean of (share of wanted snippets found, share of unwanted snippets absent), averaged "
+          "over pages; found/absent: those shares alone; pass: pages passing all their checks")
+    print(f"{'extractor':<{W}}{'score':>7}{'found':>7}{'absent':>8}{'pass':>6}{'tune':>7}{'held':>7}"
+          f"{'pages/s cpu':>13}{'wall':>8}")
+    ids = list(pages["id"])
+    per_page = {}
+    for name in preds:
+        s = np.array([snippet_scores(truth[k], preds[name].get(k)) for k in ids])
+        score = s[:, :2].mean(axis=1)
+        per_page[name] = score
+        print(f"{name:<{W}}{score.mean():>7.4f}{s[:, 0].mean():>7.3f}{s[:, 1].mean():>8.3f}{int(s[:, 2].sum()):>6}"
+              f"{score[tune].mean():>7.4f}{score[~tune].mean():>7.4f}{len(pages) / cpu[name]:>13.1f}"
+              f"{len(pages) / wall[name]:>8.1f}")
+    ref_speed = len(pages) / cpu["trafilatura defaults"]
+    for name in preds:
+        if name != "trafilatura defaults":
+            d = per_page[name] - per_page["trafilatura defaults"]
+            print(f"{name} vs trafilatura defaults: score {d.mean():+.4f} (tune {d[tune].mean():+.4f}, held-out "
+                  f"{d[~tune].mean():+.4f}), {len(pages) / cpu[name] / ref_speed:.1f}x the pages/s per core")
+    groups = [(kind, [truth[k]["kind"] == kind for k in ids]) for kind in list(SNIPPET_KINDS) + ["blog"]]
+    groups += [("English", [truth[k]["lang"] == "en" for k in ids]), ("not English", [truth[k]["lang"] != "en"
+                                                                                       for k in ids])]
+    print("\nper kind: score (held-out half's score in brackets)")
+    names = list(preds)
+    print(f"{'kind':<18}{'pages':>6}" + "".join(f"{n.replace('extract ', ''):>24}" for n in names))
+    for kind, mask in groups:
+        mask = np.array(mask)
+        print(f"{kind:<18}{int(mask.sum()):>4}/{int((mask & ~tune).sum()):<2}" + "".join(
+            f"{per_page[n][mask].mean():>15.3f} ({per_page[n][mask & ~tune].mean() if (mask & ~tune).any() else float('nan'):.3f})"
+            for n in names))
+
+
+def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict | None = None) -> None:
+    if pages is None:
+        pages, truth = load(data_dir, args.pages)
+    tune = np.arange(len(pages)) % 2 == 0
+    print(f"{len(pages)} pages from {data_dir}; tune half = even-indexed pages ({tune.sum()}), "
+          f"held-out half = odd-indexed ({(~tune).sum()})")
+    preds, cpu, wall = time_rows(pages, args)
+    runs = preds
+    print(f"{'extractor':<{W}}{'F1':>16}{'precision':>11}{'recall':>8}{'F1 tune':>9}{'F1 held':>9}"
           f"{'pages/s cpu':>13}{'wall':>8}{'ΔF1':>8}")
     results = {}
     for name in runs:
@@ -155,13 +300,11 @@ def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict |
         speed = len(pages) / cpu[name]
         results[name] = (f1, speed, f1_held)
         delta = f1 - results["trafilatura defaults"][0]
-        print(f"{name:<26}{f1:>9.4f} ± {f1_interval(counts, args.bootstrap):.3f}{p:>11.4f}{r:>8.4f}{f1_tune:>9.4f}"
+        print(f"{name:<{W}}{f1:>9.4f} ± {f1_interval(counts, args.bootstrap):.3f}{p:>11.4f}{r:>8.4f}{f1_tune:>9.4f}"
               f"{f1_held:>9.4f}{speed:>13.1f}{len(pages) / wall[name]:>8.1f}{delta:>+8.4f}", flush=True)
     base = results["trafilatura defaults"][0]
     ref, ref_speed, ref_held = results["extract (trafilatura)"]
-    for name in ("extract (resiliparse)", "extract (fast)", "extract (auto)"):
-        if name not in results:
-            continue
+    for name in [n for n in results if n not in ("trafilatura defaults", "extract (trafilatura)")]:
         f1, speed, held = results[name]
         bar = "MEETS" if f1 >= ref and speed >= 4 * ref_speed else "does not meet"
         print(f"{name} vs extract (trafilatura): F1 {f1 - ref:+.4f} (held-out half {held - ref_held:+.4f}), "
@@ -176,18 +319,27 @@ def main() -> None:
     ap.add_argument("--newspaper4k", type=Path, default=None, metavar="SDIST_DIR",
                     help="also score newspaper4k's test pages: an unpacked sdist (pip download --no-deps "
                     "--no-binary :all: newspaper4k==0.9.6; tar xzf). Never tuned on: all of it is held out")
+    ap.add_argument("--trafilatura-tests", type=Path, default=None, metavar="SDIST_DIR",
+                    help="also score trafilatura's real-world test pages against their must/must-not snippets: an "
+                    "unpacked sdist (pip download --no-deps --no-binary :all: trafilatura==1.1.0; tar xzf)")
+    ap.add_argument("--also", action="append", default=[], metavar="KEY=VALUE,...",
+                    help="one more row: the Extract stage with these config fields (e.g. extractor=fast,"
+                    "include_comments=true); repeatable")
     ap.add_argument("--pages", type=int, default=None, help="only the first N pages (sorted by name)")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=1, help="time each row this many times (interleaved), keep the "
                     "fastest")
     args = ap.parse_args()
-    if not args.data_dir and args.newspaper4k is None:
-        ap.error("give a DATA_DIR or --newspaper4k")
+    if not args.data_dir and args.newspaper4k is None and args.trafilatura_tests is None:
+        ap.error("give a DATA_DIR, --newspaper4k or --trafilatura-tests")
     for data_dir in args.data_dir:
         bench(data_dir, args)
     if args.newspaper4k is not None:
         print()
         bench(args.newspaper4k, args, *load_newspaper4k(args.newspaper4k, args.pages))
+    if args.trafilatura_tests is not None:
+        print()
+        bench_snippets(args.trafilatura_tests, args)
 
 
 if __name__ == "__main__":

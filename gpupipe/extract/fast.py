@@ -35,6 +35,7 @@ from selectolax.lexbor import LexborHTMLParser
 DROP_TAGS = ["script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object", "embed",
              "video", "audio", "map", "picture", "img", "button", "select", "option", "textarea", "input", "label",
              "nav", "footer", "aside", "menu", "dialog", "head", "link", "meta", "source", "track", "figure"]
+DROP_TAGS_BUT_ASIDE = [t for t in DROP_TAGS if t != "aside"]
 HIDDEN_CSS = '[hidden], [aria-hidden="true"], [style*="display:none"], [style*="display: none"], ' \
              '[style*="visibility:hidden"], [style*="visibility: hidden"]'
 
@@ -65,9 +66,16 @@ CONTENT_PAIRS = frozenset((a, b) for a in "article post entry story blog main pa
                           for b in "body content text entry".split())
 CONTENT_WORDS = frozenset(a + b for a, b in CONTENT_PAIRS)
 CONTENT_TOKENS = frozenset("content entry text".split())
+# readers' comments (include_comments): the outermost element whose class/id has one of these words holds a
+# comment thread; inside it, elements with a DISCARD word (the reply form, its title, the spam notice, per-comment
+# author/date lines) are left out, as trafilatura's COMMENTS_XPATH / COMMENTS_DISCARD_XPATH do
+COMMENT_WORDS = frozenset("comment comments commentlist kommentare kommentar disqus".split())
+COMMENT_DISCARD = frozenset("respond reply form title akismet nocomments signin login meta metadata author "
+                            "awaiting moderation pingback trackback navigation nav".split())
 SPLIT_RE = re.compile(r"[-_\s]+")
 CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
 STRONG_SHARE = 0.4
+ASIDE_SHARE = 0.5
 WEAK_CHARS = 200
 # the main container: the outermost content-named element inside the best subtree whose blocks sum to at least this
 # share of the best sum is preferred to the best subtree itself (which may add teaser cards or a key-points box)
@@ -92,6 +100,7 @@ class Block:
     path: tuple          # mem_ids of the ancestors, outermost first
     boiler: bool
     value: float = 0.0
+    comment: bool = False   # inside a comment thread (include_comments), not inside its discarded parts
 
 
 @dataclass
@@ -123,11 +132,51 @@ def _class_kinds(a: dict) -> tuple[bool, bool, bool]:
             or not CONTENT_TOKENS.isdisjoint(f"{c or ''} {i or ''}".lower().split()))
 
 
+def _words(a: dict) -> list[str]:
+    ci = f"{a.get('class') or ''} {a.get('id') or ''}"
+    if not ci.islower():
+        ci = CAMEL_RE.sub(r"\1 ", ci).lower()
+    return SPLIT_RE.split(ci.strip())
+
+
+def _comment_parts(body) -> tuple[set, set]:
+    """mem_ids of the outermost comment-thread elements and of the discarded elements inside them."""
+    threads, discard = set(), set()
+    for node in body.css('[class*="omment"], [id*="omment"], [class*="disqus"], [id*="disqus"]'):
+        a = node.attributes
+        if node.tag in ("html", "body") or COMMENT_WORDS.isdisjoint(_words(a)):
+            continue
+        p, inside = node.parent, False
+        while p is not None:
+            if p.mem_id in threads:
+                inside = True
+                break
+            p = p.parent
+        if not inside:
+            threads.add(node.mem_id)
+    for thread in [n for n in body.traverse(include_text=False) if n.mem_id in threads]:
+        for node in thread.css("[class], [id]"):
+            if not COMMENT_DISCARD.isdisjoint(_words(node.attributes)) \
+                    or (node.attributes.get("id") or "").startswith("respond"):
+                discard.add(node.mem_id)
+    return threads, discard
+
+
 def _clean(tree) -> None:
     for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
         if node.tag not in ("html", "body"):
             node.decompose()
-    tree.strip_tags(DROP_TAGS)
+    # an <aside> that holds most of the page's text is the page's content (a CMS that wraps the article in one), not
+    # a sidebar: it is unwrapped rather than dropped
+    tree.strip_tags(DROP_TAGS_BUT_ASIDE)
+    asides = tree.css("aside")
+    if asides:
+        total = len(tree.body.text(deep=True, separator=" ", strip=True))
+        for node in asides:
+            if len(node.text(deep=True, separator=" ", strip=True)) >= ASIDE_SHARE * total:
+                node.unwrap()
+                break
+        tree.strip_tags(["aside"])
 
 
 def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
@@ -283,7 +332,7 @@ def _value(b: Block) -> float:
     return -5.0
 
 
-def extract_text(html: str, tables: bool = True) -> Result:
+def extract_text(html: str, tables: bool = True, comments: bool = False) -> Result:
     tree = LexborHTMLParser(html)
     body = tree.body
     if body is None:
@@ -314,6 +363,8 @@ def extract_text(html: str, tables: bool = True) -> Result:
     if named:
         top = min(named, key=lambda a: (depth[a], -sums[a]))
     keep = _select([b for b in blocks if top in b.path])
+    if comments:
+        keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
     return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree)
 
@@ -324,3 +375,22 @@ def _select(blocks: list[Block]) -> list[Block]:
     Repeated lines are kept (the article repeats them; line-level dedup is a later stage's job): dropping them cost
     F1 on the tune half."""
     return [b for b in blocks if b.value > 0 or (b.value >= -5.0 and not b.boiler)]
+
+
+def _comments(body, rest: list[Block]) -> list[Block]:
+    """The comment threads' blocks outside the main container (in document order, after the main text, as trafilatura
+    appends them): prose and short lines, scored as if the thread were not boilerplate, less the discarded parts
+    (reply form, titles, author/date lines) and link-dense blocks."""
+    threads, discard = _comment_parts(body)
+    if not threads:
+        return []
+    out = []
+    for b in rest:
+        if threads.isdisjoint(b.path) or not discard.isdisjoint(b.path):
+            continue
+        b.boiler = False
+        b.value = _value(b)
+        if b.value >= -5.0:
+            b.comment = True
+            out.append(b)
+    return out

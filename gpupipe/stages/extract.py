@@ -53,7 +53,7 @@ class ExtractConfig(Strict):
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "trafilatura"
     favor_precision: bool = True        # trafilatura (and auto's fallback) only
     include_tables: bool = True         # resiliparse: false skips <table> elements
-    include_comments: bool = False      # resiliparse: its `comments` option
+    include_comments: bool = False      # readers' comments after the main text (every extractor)
     fallback: bool = True               # trafilatura's readability/jusText fallbacks when its own heuristics fail
     max_html_bytes: int = 5_000_000     # giant pages are counted and skipped, not parsed for minutes
     keep_html: bool = False             # carry the raw HTML on (large) for later inspection
@@ -95,7 +95,7 @@ def fast_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str | None
     from gpupipe.extract.fast import extract_text
 
     def extract(html: str, url: str | None) -> str | None:
-        return extract_text(html, tables=cfg.include_tables).text
+        return extract_text(html, tables=cfg.include_tables, comments=cfg.include_comments).text
     return extract
 
 
@@ -109,11 +109,12 @@ class _Auto:
     def __init__(self, cfg: ExtractConfig) -> None:
         from gpupipe.extract.fast import extract_text
 
-        self._fast, self._slow, self._tables = extract_text, trafilatura_extractor(cfg), cfg.include_tables
+        self._fast, self._slow = extract_text, trafilatura_extractor(cfg)
+        self._tables, self._comments = cfg.include_tables, cfg.include_comments
         self.fallbacks = 0
 
     def __call__(self, html: str, url: str | None) -> str | None:
-        result = self._fast(html, tables=self._tables)
+        result = self._fast(html, tables=self._tables, comments=self._comments)
         if result.content_chars >= AUTO_FALLBACK_CHARS or result.page_chars < AUTO_FALLBACK_CHARS:
             return result.text
         self.fallbacks += 1
