@@ -1,20 +1,32 @@
 """The LSH graph of near dedup in array operations, one code for numpy and CuPy: the (band, hash, doc) rows of the
-band buckets → star edges → connected components. On the GPU it runs where the band keys are (device sorts and
+band buckets → star edges → (exact Jaccard check) → connected components. On the GPU it runs where the band keys are (device sorts and
 scatters, no host round trip); on the CPU its numpy form is the twin the tests hold equal to the numba path that
 the fuzzy_dedup stage runs there (gpupipe/stages/fuzzy/edges.py, components.py), value for value:
 
   star_edges_array    documents sharing a (band, hash) bucket → an edge from the bucket's smallest doc to each
                       other member; each pair once, u < v, sorted by (u, v)
+  distinct_sets_array flat shingle hashes + offsets → each document's set: sorted, each hash once (the numba
+                      twin: minhash.shingle_hashes_cpu(distinct=True))
+  jaccard_array       per edge, |A ∩ B| / |A ∪ B| of two documents' sets (the twin: fuzzy/verify._jaccard), by one
+                      sort of both sets tagged with the edge: equal neighbours are the intersection
   components_array    edges → (doc, cluster) for every doc on an edge, cluster = the smallest doc of its component
                       (min-label propagation with pointer jumping: labels only fall, so it ends, in at most
                       about log2(diameter) rounds of jumps per propagation step)
 
-The module of the input arrays decides where it runs (CuPy arrays: the GPU). Only numpy is imported here.
+The array forms are what the GPU runs; on the CPU they are the reference, and the numba twins below run instead
+(a hash table per band, one merge per pair, union-find: 7-35x faster than sorts on two cores). The dispatchers
+pick by the module of their input arrays (CuPy arrays: the GPU, array forms; numpy: the numba twins):
+
+  star_edges_rows(band, hashes, doc), star_edges_keys(keys, doc), jaccard(flat, offsets, ia, ib), components(u, v)
+
+Only numpy and numba are imported here.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
+from numba import njit, prange
 
 
 def _xp(a):
@@ -57,6 +69,55 @@ def star_edges_array(band, hashes, doc):
     return u[keep], v[keep]
 
 
+def _segment_ids(xp, offsets, total: int):
+    """For each of `total` flat positions, the segment (row of `offsets`, n + 1 ascending) it lies in."""
+    return xp.searchsorted(offsets[1:], xp.arange(total, dtype=np.int64), side="right")
+
+
+def distinct_sets_array(flat, offsets):
+    """(flat, offsets) of each segment sorted, each value once: every document's shingle set."""
+    xp = _xp(flat)
+    flat, offsets = xp.asarray(flat, np.uint64), xp.asarray(offsets, np.int64)
+    seg = _segment_ids(xp, offsets, flat.shape[0])
+    order = _stable_order(xp, seg, flat)
+    seg, flat = seg[order], flat[order]
+    keep = xp.ones(flat.shape[0], dtype=bool)
+    keep[1:] = (seg[1:] != seg[:-1]) | (flat[1:] != flat[:-1])
+    counts = xp.bincount(seg[keep], minlength=offsets.shape[0] - 1)
+    out = xp.zeros(offsets.shape[0], np.int64)
+    xp.cumsum(counts, out=out[1:])
+    return flat[keep], out
+
+
+def _gather_segments(xp, flat, offsets, rows):
+    """The values of segments `rows` (repeats allowed) back to back, and the position in `rows` of each."""
+    starts, lens = offsets[rows], offsets[rows + 1] - offsets[rows]
+    ends = xp.cumsum(lens)
+    total = int(ends[-1]) if ends.shape[0] else 0
+    owner = xp.searchsorted(ends, xp.arange(total, dtype=np.int64), side="right")
+    return flat[starts[owner] + xp.arange(total, dtype=np.int64) - (ends - lens)[owner]], owner
+
+
+def jaccard_array(flat, offsets, ia, ib):
+    """float64 per edge: the Jaccard similarity of sets ia[e] and ib[e] (segments of a distinct_sets_array
+    result); 1.0 where both are empty, as fuzzy/verify._jaccard."""
+    xp = _xp(flat)
+    flat, offsets = xp.asarray(flat, np.uint64), xp.asarray(offsets, np.int64)
+    ia, ib = xp.asarray(ia, np.int64), xp.asarray(ib, np.int64)
+    if ia.shape[0] == 0:
+        return xp.zeros(0, np.float64)
+    va, ea = _gather_segments(xp, flat, offsets, ia)
+    vb, eb = _gather_segments(xp, flat, offsets, ib)
+    edge, value = xp.concatenate([ea, eb]), xp.concatenate([va, vb])
+    order = _stable_order(xp, edge, value)
+    edge, value = edge[order], value[order]
+    # each set holds a value once, so a value twice within one edge is in both sets
+    both = (edge[1:] == edge[:-1]) & (value[1:] == value[:-1])
+    inter = xp.bincount(edge[1:][both], minlength=ia.shape[0]).astype(np.int64)
+    union = (offsets[ia + 1] - offsets[ia]) + (offsets[ib + 1] - offsets[ib]) - inter
+    return xp.where(union > 0, inter / xp.maximum(union, 1), 1.0)
+
+
 def _scatter_min(xp, a, index, values):
     if xp is np:
         np.minimum.at(a, index, values)
@@ -92,4 +153,191 @@ def components_array(u, v):
         label = new
 
 
-__all__ = ["star_edges_array", "components_array"]
+# --------------------------------------------------------------------------------------------
+# numba twins (the CPU path) and the dispatchers
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _table_size(rows):
+    """Slots of a bucket table for `rows` rows: a power of two, at most half full."""
+    size = 16
+    while size < 2 * rows:
+        size <<= 1
+    return size
+
+
+@njit(cache=True)
+def _smallest_in_buckets(hashes, doc, table, first):
+    """first[i] = the smallest doc among the rows whose hash equals hashes[i].
+
+    table: (size, 2) int64 of zeros, size a power of two >= 2 * rows: open addressing with linear probing (band
+    hashes are already mixed, so their low bits index it); a slot holds the hash and 1 + the smallest doc (0: free).
+    O(rows); two passes (fill, then read each row's smallest doc back).
+    """
+    mask = np.uint64(table.shape[0] - 1)
+    slot_of = np.empty(hashes.shape[0], np.int64)
+    for i in range(hashes.shape[0]):
+        h = np.int64(hashes[i])
+        s = np.int64(hashes[i] & mask)
+        while table[s, 1] != 0 and table[s, 0] != h:
+            s = (s + 1) & np.int64(mask)
+        if table[s, 1] == 0:
+            table[s, 0], table[s, 1] = h, doc[i] + 1
+        elif doc[i] + 1 < table[s, 1]:
+            table[s, 1] = doc[i] + 1
+        slot_of[i] = s
+    for i in range(hashes.shape[0]):
+        first[i] = table[slot_of[i], 1] - 1
+
+
+@njit(cache=True)
+def _star_edges(first, doc):
+    """(u, v) = (first[g, i], doc[i]) wherever a row's doc is not the smallest of its bucket, in row order."""
+    m = 0
+    for g in range(first.shape[0]):
+        for i in range(first.shape[1]):
+            m += first[g, i] != doc[i]
+    u = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    m = 0
+    for g in range(first.shape[0]):
+        for i in range(first.shape[1]):
+            if first[g, i] != doc[i]:
+                u[m], v[m] = first[g, i], doc[i]
+                m += 1
+    return u, v
+
+
+@njit(parallel=True, cache=True)
+def _star(band, hashes, doc):
+    """(u, v) per row whose doc is not the smallest doc of its (band, hash) bucket: u = that smallest doc.
+    Rows must come grouped by band (see star_edges_rows); bands in parallel."""
+    n = band.shape[0]
+    cuts = [0]
+    for i in range(1, n):
+        if band[i] != band[i - 1]:
+            cuts.append(i)
+    cuts.append(n)
+    first = np.empty(n, np.int64)
+    for g in prange(len(cuts) - 1):
+        start, end = cuts[g], cuts[g + 1]
+        table = np.zeros((_table_size(end - start), 2), np.int64)
+        _smallest_in_buckets(hashes[start:end], doc[start:end], table, first[start:end])
+    return _star_edges(first.reshape(1, n), doc)
+
+
+@njit(parallel=True, cache=True)
+def _star_matrix(keys, doc, workers):
+    """_star for an (n, bands) band-key matrix whose row i is doc[i]: no (band, hash, doc) rows to build, and one
+    table per worker, cleared between its bands, instead of one per band (fresh memory costs page faults)."""
+    n, bands = keys.shape
+    first = np.empty((bands, n), np.int64)
+    size = _table_size(n)
+    for w in prange(workers):
+        table = np.empty((size, 2), np.int64)
+        for b in range(w, bands, workers):
+            table[:] = 0
+            _smallest_in_buckets(keys[:, b], doc, table, first[b])
+    return _star_edges(first, doc)
+
+
+@njit(cache=True)
+def _union_find(n, u, v):
+    parent = np.arange(n)
+    for e in range(u.shape[0]):
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            if a < b:
+                parent[b] = a
+            else:
+                parent[a] = b
+    for i in range(n):  # flatten: every node points at its root (the smallest node of the component)
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
+@njit(cache=True)
+def _jaccard(flat, offsets, ia, ib, out):
+    # Sorted-unique shingle sets: merge-count the intersection of each pair.
+    for e in range(ia.shape[0]):
+        a0, a1 = offsets[ia[e]], offsets[ia[e] + 1]
+        b0, b1 = offsets[ib[e]], offsets[ib[e] + 1]
+        i, j, inter = a0, b0, 0
+        while i < a1 and j < b1:
+            if flat[i] == flat[j]:
+                inter += 1
+                i += 1
+                j += 1
+            elif flat[i] < flat[j]:
+                i += 1
+            else:
+                j += 1
+        union = (a1 - a0) + (b1 - b0) - inter
+        out[e] = inter / union if union > 0 else 1.0
+
+
+def unique_pairs(u, v):
+    """Edges sorted by (u, v) without repeats (a pair shares buckets in several bands)."""
+    xp = _xp(u)
+    order = _stable_order(xp, u, v) if xp is not np else np.lexsort((v, u))
+    u, v = u[order], v[order]
+    new = xp.ones(u.shape[0], dtype=bool)
+    new[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    return u[new], v[new]
+
+
+def star_edges_rows(band, hashes, doc):
+    """star_edges_array of (band, hash, doc) rows: the numba twin for numpy input."""
+    if _xp(doc) is not np:
+        return star_edges_array(band, hashes, doc)
+    band = np.asarray(band, np.int64)
+    order = np.argsort(band, kind="stable")
+    return unique_pairs(*_star(band[order], np.asarray(hashes, np.uint64)[order], np.asarray(doc, np.int64)[order]))
+
+
+def star_edges_keys(keys, doc):
+    """The star edges of an (n, bands) band-key matrix whose row i is document doc[i] (u < v, sorted, each once)."""
+    xp = _xp(keys)
+    if xp is not np:
+        n, bands = keys.shape
+        return star_edges_array(xp.repeat(xp.arange(bands, dtype=np.int64), n), keys.T.reshape(-1),
+                                xp.tile(xp.asarray(doc, np.int64), bands))
+    workers = max(1, min(keys.shape[1], numba.get_num_threads()))
+    return unique_pairs(*_star_matrix(np.ascontiguousarray(keys, np.uint64), np.asarray(doc, np.int64), workers))
+
+
+def jaccard(flat, offsets, ia, ib):
+    """jaccard_array: the numba twin for numpy input."""
+    if _xp(flat) is not np:
+        return jaccard_array(flat, offsets, ia, ib)
+    out = np.empty(len(ia), np.float64)
+    if len(ia):
+        _jaccard(np.asarray(flat, np.uint64), np.asarray(offsets, np.int64), np.asarray(ia, np.int64),
+                 np.asarray(ib, np.int64), out)
+    return out
+
+
+def components(u, v):
+    """components_array: union-find (the numba twin) for numpy input."""
+    if _xp(u) is not np:
+        return components_array(u, v)
+    u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+    nodes, inv = np.unique(np.concatenate([u, v]), return_inverse=True)
+    if nodes.shape[0] == 0:
+        return nodes, nodes.copy()
+    root = _union_find(nodes.shape[0], inv[:u.shape[0]].astype(np.int64), inv[u.shape[0]:].astype(np.int64))
+    return nodes, nodes[root]
+
+
+__all__ = ["star_edges_array", "distinct_sets_array", "jaccard_array", "components_array", "star_edges_rows",
+           "star_edges_keys", "jaccard", "components", "unique_pairs"]

@@ -1,4 +1,5 @@
-// MinHash signatures over Arrow string buffers: two kernels per batch of documents.
+// MinHash signatures over Arrow string buffers: two kernels per batch of documents (and a third that
+// writes the shingle hashes themselves, for the exact Jaccard check on the device).
 //
 // The definition lives in kernels/minhash.py (its numba twin decodes each document left to right).
 // Here:
@@ -8,6 +9,7 @@
 //   minhash_signatures_*  one block per document, one thread per permutation: the shingle hashes
 //                         H_i = fmix64(S_i ^ kk), S_i = sum_r u_{i+r} BS^(kk-1-r), a tile at a time
 //                         into shared memory, then sig_j = min_i (a_j * (H_i mod p) + b_j) mod p.
+//   minhash_shingles_*    one block per document: H_i itself, flat (shingle_hashes_cpu's values).
 //
 // Segmentation without a sequential decode. UTF-8 resynchronises: byte i starts a code point
 // unless a well-formed sequence starting at i-1, i-2 or i-3 covers it (a lead byte is never a
@@ -148,6 +150,31 @@ __device__ __forceinline__ void signature_blocks(
     }
 }
 
+// The shingle base hashes themselves (shingle_hashes_cpu's H_i, not reduced mod p), for the exact
+// Jaccard check on the device: one block per document, thread i writes H_i at out[out_offsets[doc] + i]
+// (out_offsets: the batch's prefix sum of shingle counts, from n_units). Same windows as above.
+template <typename OffT>
+__device__ __forceinline__ void shingle_blocks(
+    const OffT* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, int word_k, int char_k, const u64* __restrict__ params,
+    const long long* __restrict__ out_offsets, u64* __restrict__ out) {
+    const u64 bs = params[1];
+    for (long long doc = blockIdx.x; doc < n_docs; doc += gridDim.x) {
+        const u64* u = units + ((long long)offsets[doc] - base);
+        const long long m = n_units[doc];
+        const int k = cjk[doc] ? char_k : word_k;
+        const int kk = m < (long long)k ? (int)m : k;
+        const long long n_sh = m == 0 ? 0 : m - kk + 1;
+        u64* o = out + out_offsets[doc];
+        for (long long i = threadIdx.x; i < n_sh; i += blockDim.x) {
+            u64 acc = 0;
+            for (int r = 0; r < kk; ++r) acc = addmod61(mulmod61(acc, bs), u[i + r]);
+            o[i] = fmix64(acc ^ (u64)kk);
+        }
+    }
+}
+
 // Arrow offsets are int32 (string) or int64 (large_string). `offsets`, `cjk`, `n_units` and `out`
 // point at the batch's first document; `base` is offsets[0] of the batch (scratch index 0).
 // units: launch with blockDim.x a multiple of 32. signatures: blockDim.x <= MH_MAX_BLOCK.
@@ -184,4 +211,22 @@ extern "C" __global__ void minhash_signatures_i64(
     int num_perm, int word_k, int char_k, const u64* __restrict__ params, u64* __restrict__ out) {
     signature_blocks<long long>(offsets, n_docs, base, cjk, units, n_units, a, b, num_perm, word_k,
                                 char_k, params, out);
+}
+
+extern "C" __global__ void minhash_shingles_i32(
+    const int* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, int word_k, int char_k, const u64* __restrict__ params,
+    const long long* __restrict__ out_offsets, u64* __restrict__ out) {
+    shingle_blocks<int>(offsets, n_docs, base, cjk, units, n_units, word_k, char_k, params, out_offsets,
+                        out);
+}
+
+extern "C" __global__ void minhash_shingles_i64(
+    const long long* __restrict__ offsets, long long n_docs, long long base,
+    const unsigned char* __restrict__ cjk, const u64* __restrict__ units,
+    const long long* __restrict__ n_units, int word_k, int char_k, const u64* __restrict__ params,
+    const long long* __restrict__ out_offsets, u64* __restrict__ out) {
+    shingle_blocks<long long>(offsets, n_docs, base, cjk, units, n_units, word_k, char_k, params,
+                              out_offsets, out);
 }

@@ -714,6 +714,59 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
     return out
 
 
+def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, distinct: bool = False,
+                       batch_bytes: int = GPU_BATCH_BYTES):
+    """GPU version of :func:`shingle_hashes_cpu`: CuPy (flat uint64, offsets int64 of n + 1) of every document's
+    shingle base hashes H, in text order; distinct=True: each document's set, sorted, each hash once (a device
+    sort, lsh_graph.distinct_sets_array). Per batch: the units kernel of minhash_gpu, then one block per document
+    writes its H_i (minhash_shingles_*)."""
+    import cupy as cp
+
+    from .lsh_graph import distinct_sets_array
+
+    d_data = cp.ascontiguousarray(cp.asarray(data))
+    d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
+    _check_inputs(d_data, d_offsets, word_k, char_k)
+    host_offsets = offsets if isinstance(offsets, np.ndarray) else cp.asnumpy(d_offsets)
+    n_docs = d_offsets.shape[0] - 1
+    out_offsets = cp.zeros(n_docs + 1, dtype=cp.int64)
+    if n_docs == 0:
+        return cp.empty(0, dtype=cp.uint64), out_offsets
+    flags = _cjk_flags(cjk, n_docs, xp=cp)
+    params = _gpu_params_on_device(cp.cuda.Device().id)
+    suffix = "i32" if d_offsets.dtype == cp.int32 else "i64"
+    module = raw_module("minhash.cu")
+    units_kernel = module.get_function(f"minhash_units_{suffix}")
+    shingles_kernel = module.get_function(f"minhash_shingles_{suffix}")
+    batches = _gpu_batches(host_offsets, batch_bytes)
+    most_bytes = max(int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches)
+    units = cp.empty(max(1, most_bytes), dtype=cp.uint64)
+    n_units = cp.empty(max(d1 - d0 for d0, d1 in batches), dtype=cp.int64)
+    counts, flats = cp.zeros(n_docs, dtype=cp.int64), []
+    docs_per_units_block = _GPU_UNITS_BLOCK // 32
+    with _nvtx_range("gpupipe/kernel/shingles"):
+        for d0, d1 in batches:
+            n = d1 - d0
+            base = np.int64(host_offsets[d0])
+            offs = d_offsets[d0:d1 + 1]
+            units_kernel((min(-(-n // docs_per_units_block), _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
+                         (d_data, offs, np.int64(n), base, flags[d0:d1], params, units, n_units))
+            m = n_units[:n]
+            kk = cp.minimum(m, cp.where(flags[d0:d1] != 0, char_k, word_k).astype(cp.int64))
+            counts[d0:d1] = cp.where(m == 0, 0, m - kk + 1)
+            batch_offsets = cp.zeros(n + 1, dtype=cp.int64)
+            cp.cumsum(counts[d0:d1], out=batch_offsets[1:])
+            total = int(batch_offsets[-1])   # one sync a batch: the size of its output
+            flat = cp.empty(max(1, total), dtype=cp.uint64)
+            shingles_kernel((min(n, _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
+                            (offs, np.int64(n), base, flags[d0:d1], units, n_units, np.int32(word_k),
+                             np.int32(char_k), params, batch_offsets, flat))
+            flats.append(flat[:total])
+    cp.cumsum(counts, out=out_offsets[1:])
+    flat = cp.concatenate(flats)
+    return distinct_sets_array(flat, out_offsets) if distinct else (flat, out_offsets)
+
+
 def _nvtx_range(message: str):
     from .text_hash import _nvtx_range as nvtx_range
 

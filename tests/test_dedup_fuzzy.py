@@ -13,7 +13,7 @@ from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
 from gpupipe.stages.fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
                                   identical_texts, shingle_sets, star_edges, verify_edges)
-from gpupipe.stages.fuzzy.edges import _star_matrix
+from gpupipe.kernels.lsh_graph import _star_matrix
 
 
 def test_star_edges_and_components():

@@ -8,35 +8,11 @@ import importlib.util
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from numba import njit
 
+from gpupipe.kernels.lsh_graph import components
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 
 SIZE_BINS = [(2, 2), (3, 5), (6, 10), (11, 100), (101, None)]
-
-
-@njit(cache=True)
-def _union_find(n, u, v):
-    parent = np.arange(n)
-    for e in range(u.shape[0]):
-        a, b = u[e], v[e]
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
-        if a != b:
-            if a < b:
-                parent[b] = a
-            else:
-                parent[a] = b
-    for i in range(n):  # flatten: every node points at its root (the smallest node of the component)
-        r = i
-        while parent[r] != r:
-            r = parent[r]
-        parent[i] = r
-    return parent
 
 
 def connected_components(edges: pd.DataFrame, device: str = "cpu") -> pd.DataFrame:
@@ -46,9 +22,8 @@ def connected_components(edges: pd.DataFrame, device: str = "cpu") -> pd.DataFra
         return pd.DataFrame({"doc_index": np.array([], np.int64), "cluster": np.array([], np.int64)})
     if device == "gpu" and importlib.util.find_spec("cugraph") is not None:
         return _components_cugraph(edges)
-    nodes, inv = np.unique(np.concatenate([edges["u"].to_numpy(), edges["v"].to_numpy()]), return_inverse=True)
-    root = _union_find(len(nodes), inv[: len(edges)].astype(np.int64), inv[len(edges):].astype(np.int64))
-    return pd.DataFrame({"doc_index": nodes.astype(np.int64), "cluster": nodes[root].astype(np.int64)})
+    nodes, cluster = components(edges["u"].to_numpy(np.int64), edges["v"].to_numpy(np.int64))
+    return pd.DataFrame({"doc_index": nodes, "cluster": cluster})
 
 
 def _components_cugraph(edges: pd.DataFrame) -> pd.DataFrame:

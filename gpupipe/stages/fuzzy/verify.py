@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 from numba import njit
 
+from gpupipe.kernels.lsh_graph import jaccard
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 
 
@@ -44,26 +45,6 @@ def sets_of_tables(tables: list[pa.Table]) -> ShingleSets:
     offsets = col.offsets.to_numpy().astype(np.int64)
     flat = col.values.to_numpy(zero_copy_only=False).astype(np.uint64)[offsets[0]:offsets[-1]]
     return ShingleSets(table.column("doc_index").to_numpy().astype(np.int64), flat, offsets - offsets[0])
-
-
-@njit(cache=True)
-def _jaccard(flat, offsets, ia, ib, out):
-    # Sorted-unique shingle sets: merge-count the intersection of each pair.
-    for e in range(ia.shape[0]):
-        a0, a1 = offsets[ia[e]], offsets[ia[e] + 1]
-        b0, b1 = offsets[ib[e]], offsets[ib[e] + 1]
-        i, j, inter = a0, b0, 0
-        while i < a1 and j < b1:
-            if flat[i] == flat[j]:
-                inter += 1
-                i += 1
-                j += 1
-            elif flat[i] < flat[j]:
-                i += 1
-            else:
-                j += 1
-        union = (a1 - a0) + (b1 - b0) - inter
-        out[e] = inter / union if union > 0 else 1.0
 
 
 def _positions(doc_index: np.ndarray, docs: np.ndarray, what: str) -> np.ndarray:
@@ -109,9 +90,7 @@ def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
     jac = np.ones(len(edges), dtype=np.float64)
     check = np.flatnonzero(~identical) if identical is not None else np.arange(len(edges))
     if len(check):
-        part = np.empty(len(check), dtype=np.float64)
-        _jaccard(sets.flat, sets.offsets,
-                 _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
-                 _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"), part)
-        jac[check] = part
+        jac[check] = jaccard(sets.flat, sets.offsets,
+                             _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
+                             _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"))
     return edges.assign(jaccard=jac)[jac >= threshold]

@@ -1,0 +1,136 @@
+"""Near dedup's whole chain in one code for numpy and CuPy: text buffers → MinHash band keys → band buckets and star
+edges → exact Jaccard check of the candidate pairs → connected components. With device="gpu" every step runs where
+the band keys are made (the text goes to the device once; the only host syncs are array sizes), and only the
+(doc, cluster) pairs of documents on a kept edge come back; with device="cpu" the same array code runs on numpy,
+with the numba twins of the kernels (signatures folded into band keys, shingle hashes, bucket tables, pair merges,
+union-find; kernels/lsh_graph.py dispatches by the arrays' module). Both give the same
+clusters, value for value (tests/test_kernels_near_dedup.py; the GPU row in profiling/gpu_check.sh).
+
+  near_duplicate_clusters   the chain; `timer(step)` (a context manager factory) times each step
+  ChainParams               its parameters: the LSH shape, the seed, the shingle lengths, the threshold
+
+The keeper of each cluster is chosen by the caller (gpupipe/stages/fuzzy: priority columns, then doc_index) on the
+cluster members alone. Only numpy is imported here; CuPy where device="gpu".
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys
+
+
+class ChainParams(NamedTuple):
+    bands: int
+    rows: int
+    seed: int = 0
+    word_k: int = 5
+    char_k: int = 3
+    threshold: float = 0.8
+    verify: bool = True    # cut candidate pairs whose true shingle-set Jaccard is below the threshold
+
+
+def _no_timer(step: str):
+    return contextlib.nullcontext()
+
+
+def _rows_of(doc, wanted):
+    """Positions in `doc` (distinct doc ids, any order) of the ids `wanted` (all present)."""
+    xp = _xp(doc)
+    order = xp.argsort(doc, kind="stable")
+    return order[xp.searchsorted(doc[order], wanted)]
+
+
+def near_duplicate_clusters(data, offsets, cjk, doc, params: ChainParams, device: str = "cpu",
+                            timer: Callable[[str], contextlib.AbstractContextManager] = _no_timer):
+    """(doc, cluster) int64 numpy arrays over the documents on a kept edge: cluster = the smallest doc id of its
+    connected component. data/offsets: Arrow-style UTF-8 buffers (numpy, or CuPy for the GPU); cjk: 1 per document
+    shingled by characters; doc: distinct int64 ids, one per document. Also returns the counts of candidate and
+    kept edges, in a dict."""
+    from . import minhash as mh
+
+    a, b = mh.minhash_permutations(params.bands * params.rows, params.seed)
+    if device == "gpu":
+        import cupy as xp
+
+        with timer("copy in"):
+            data, offsets = xp.asarray(data), xp.asarray(offsets)
+            cjk, doc = xp.asarray(np.broadcast_to(np.asarray(cjk, np.uint8), (offsets.shape[0] - 1,))), \
+                xp.asarray(doc, np.int64)
+        with timer("signatures"):
+            sig = mh.minhash_gpu(data, offsets, cjk, a, b, params.word_k, params.char_k)
+        with timer("band fold"):
+            keys = mh.band_keys_array(sig, params.bands, params.rows)
+            del sig
+    else:
+        xp = np
+        doc = np.asarray(doc, np.int64)
+        cjk = np.broadcast_to(np.asarray(cjk, np.uint8), (offsets.shape[0] - 1,))
+        with timer("signatures"):   # folded into band keys as each signature is made
+            keys = mh.minhash_cpu(data, offsets, cjk, a, b, params.word_k, params.char_k,
+                                  bands=params.bands, rows=params.rows)
+    with timer("edges"):
+        u, v = star_edges_keys(keys, doc)
+    counts = {"candidate_edges": int(u.shape[0])}
+    if params.verify and u.shape[0]:
+        with timer("jaccard"):
+            u, v = verified_edges(data, offsets, cjk, doc, u, v, params, device)
+    counts["verified_edges"] = int(u.shape[0])
+    with timer("components"):
+        nodes, cluster = components(u, v)
+        if xp is not np:
+            nodes, cluster = nodes.get(), cluster.get()
+    return nodes, cluster, counts
+
+
+GATHER_BYTES = 256 << 20   # candidate text gathered per round (its index arrays cost 16 bytes a byte meanwhile)
+
+
+def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = "cpu"):
+    """(flat, offsets) shingle sets (sorted, distinct) of the documents at `rows`, in that order: their bytes are
+    gathered into buffers of their own, GATHER_BYTES at a time, and shingled by the kernel (or its numba twin)."""
+    from . import minhash as mh
+
+    xp = _xp(rows)
+    offsets = offsets.astype(np.int64, copy=False)
+    lens = offsets[rows + 1] - offsets[rows]
+    ends = xp.cumsum(lens)
+    cuts = [0, *np.searchsorted(_host(ends), np.arange(GATHER_BYTES, int(ends[-1]) if len(rows) else 0,
+                                                       GATHER_BYTES), side="right").tolist(), len(rows)]
+    flats, counts = [], []
+    for r0, r1 in zip(cuts[:-1], cuts[1:]):
+        if r1 <= r0:
+            continue
+        part = rows[r0:r1]
+        sub_data, _ = _gather_segments(xp, data, offsets, part)
+        sub_offsets = xp.zeros(part.shape[0] + 1, np.int64)
+        xp.cumsum(lens[r0:r1], out=sub_offsets[1:])
+        shingle = mh.shingle_hashes_gpu if device == "gpu" else mh.shingle_hashes_cpu
+        flat, set_offsets = shingle(sub_data, sub_offsets, cjk[part], params.word_k, params.char_k, distinct=True)
+        flats.append(flat)
+        counts.append(xp.diff(set_offsets))
+    set_offsets = xp.zeros(rows.shape[0] + 1, np.int64)
+    if counts:
+        xp.cumsum(xp.concatenate(counts), out=set_offsets[1:])
+    return (xp.concatenate(flats) if flats else xp.zeros(0, np.uint64)), set_offsets
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
+def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: str = "cpu"):
+    """The edges (u, v) whose documents' shingle sets have a Jaccard similarity >= the threshold; the shingle sets
+    are made for the candidate documents only."""
+    xp = _xp(u)
+    cand = xp.unique(xp.concatenate([u, v]))
+    flat, set_offsets = candidate_sets(data, offsets, cjk, _rows_of(doc, cand), params, device)
+    jac = jaccard(flat, set_offsets, xp.searchsorted(cand, u), xp.searchsorted(cand, v))
+    keep = jac >= params.threshold
+    return u[keep], v[keep]
+
+
+__all__ = ["ChainParams", "near_duplicate_clusters", "verified_edges", "candidate_sets"]
