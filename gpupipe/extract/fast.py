@@ -2,7 +2,8 @@
 the subtree with the most content-like text net of boilerplate, a third keeps that subtree's blocks less boilerplate.
 
 1. Cleaning (Lexbor, C): elements that never hold main text (script, style, nav, footer, aside, forms' controls,
-   media, hidden elements, schema.org metadata cards) are removed; boilerplate by class/id words (share bars,
+   media, hidden elements, schema.org metadata cards) are removed (an <aside> that holds half of the page's text is
+   kept: some CMSs wrap the article in one); boilerplate by class/id words (share bars,
    related links, comment sections, captions, cookie banners, ...; camelCase names split into words) is marked,
    unless the marked element, or all elements of its class together, hold much of the page's text (a wrapper class
    such as `has-sidebar`; the posts of a forum thread). Elements named as an article's body ("article-body",
@@ -16,7 +17,10 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
    stops at menus and link lists), narrowed to a content-named element inside it that holds most of its value.
 4. Output: the container's blocks in document order less the boilerplate ones (short neutral lines, headings, list
    items and repeated lines stay, as trafilatura keeps them); headings as lines of their own, table rows as cells
-   joined by " | ", <pre> kept verbatim.
+   joined by " | ", <pre> kept verbatim. With `comments=True` (the stage's include_comments) the readers' comments
+   follow: the blocks of the repeated comment items inside a comment thread, less its reply form, titles and
+   author/date lines, as trafilatura appends them; a thread without one comment of prose (a policy, "Loading...")
+   adds nothing.
 
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
 decide when a page goes to trafilatura instead. The constants were set on the tune half of the benchmark only
@@ -26,6 +30,7 @@ decide when a page goes to trafilatura instead. The constants were set on the tu
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -73,6 +78,7 @@ COMMENT_WORDS = frozenset("comment comments commentlist kommentare kommentar dis
 COMMENT_DISCARD = frozenset("respond reply form title akismet nocomments signin login meta metadata author "
                             "awaiting moderation pingback trackback navigation nav".split())
 SPLIT_RE = re.compile(r"[-_\s]+")
+DIGITS_RE = re.compile(r"\d+")
 CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
 STRONG_SHARE = 0.4
 ASIDE_SHARE = 0.5
@@ -139,9 +145,13 @@ def _words(a: dict) -> list[str]:
     return SPLIT_RE.split(ci.strip())
 
 
-def _comment_parts(body) -> tuple[set, set]:
-    """mem_ids of the outermost comment-thread elements and of the discarded elements inside them."""
+def _comment_parts(body) -> tuple[set, set, set]:
+    """mem_ids of the outermost comment-thread elements, of the comment items inside them (elements below a thread
+    that have a comment word: "comment", "comment-body", "comment__content", ...: the thread's own text outside
+    them, such as its policy, a "Loading..." or "Join the discussion" line, is not a comment) and of the discarded
+    elements inside the threads."""
     threads, discard = set(), set()
+    candidates, key_count = [], Counter()
     for node in body.css('[class*="omment"], [id*="omment"], [class*="disqus"], [id*="disqus"]'):
         a = node.attributes
         if node.tag in ("html", "body") or COMMENT_WORDS.isdisjoint(_words(a)):
@@ -152,14 +162,21 @@ def _comment_parts(body) -> tuple[set, set]:
                 inside = True
                 break
             p = p.parent
-        if not inside:
+        if inside:
+            keys = {DIGITS_RE.sub("", t) for t in f"{a.get('class') or ''} {a.get('id') or ''}".split()}
+            candidates.append((node.mem_id, keys))
+            key_count.update(keys)
+        else:
             threads.add(node.mem_id)
+    # an item's class (or id less its digits) is repeated: one per comment; a lone comment-named part of the thread
+    # is its header, policy or "Loading..." line
+    items = {m for m, keys in candidates if any(key_count[k] >= 2 for k in keys)}
     for thread in [n for n in body.traverse(include_text=False) if n.mem_id in threads]:
         for node in thread.css("[class], [id]"):
             if not COMMENT_DISCARD.isdisjoint(_words(node.attributes)) \
                     or (node.attributes.get("id") or "").startswith("respond"):
                 discard.add(node.mem_id)
-    return threads, discard
+    return threads, items, discard
 
 
 def _clean(tree) -> None:
@@ -381,16 +398,17 @@ def _comments(body, rest: list[Block]) -> list[Block]:
     """The comment threads' blocks outside the main container (in document order, after the main text, as trafilatura
     appends them): prose and short lines, scored as if the thread were not boilerplate, less the discarded parts
     (reply form, titles, author/date lines) and link-dense blocks."""
-    threads, discard = _comment_parts(body)
-    if not threads:
+    threads, items, discard = _comment_parts(body)
+    if not items:
         return []
     out = []
     for b in rest:
-        if threads.isdisjoint(b.path) or not discard.isdisjoint(b.path):
+        if items.isdisjoint(b.path) or not discard.isdisjoint(b.path):
             continue
         b.boiler = False
         b.value = _value(b)
         if b.value >= -5.0:
             b.comment = True
             out.append(b)
-    return out
+    # a thread without one comment of prose is a stub ("Loading...", "User comments", a count): left out
+    return out if any(b.value > 0 for b in out) else []
