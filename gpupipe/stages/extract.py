@@ -49,7 +49,9 @@ class ExtractConfig(Strict):
     # benchmark: 0.964 against 0.953); they also apply to auto's fallback. `auto` (gpupipe/extract/fast.py,
     # trafilatura as a safety net) runs at 4.7x its pages/s with F1 0.967 on all 181 pages, but its rules were tuned
     # on half of them, and on the other half it is 0.002 below precision mode (0.951 against 0.953): not a win on
-    # both axes, which #19 asks before it becomes the default (bench_extract.py, docs/design.md).
+    # both axes, which #19 asks before it becomes the default; on other page kinds (trafilatura's own test pages:
+    # shops, organisation pages, docs, blogs with comments) it is further below (0.924 against 0.960;
+    # bench_extract.py --trafilatura-tests, docs/design.md).
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "trafilatura"
     favor_precision: bool = True        # trafilatura (and auto's fallback) only
     include_tables: bool = True         # resiliparse: false skips <table> elements
