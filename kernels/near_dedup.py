@@ -10,7 +10,7 @@ clusters, value for value (tests/test_kernels_near_dedup.py; the GPU row in prof
   ChainParams               its parameters: the LSH shape, the seed, the shingle lengths, the threshold
 
 The keeper of each cluster is chosen by the caller (gpupipe/stages/fuzzy: priority columns, then doc_index) on the
-cluster members alone. Only numpy is imported here; CuPy where device="gpu".
+cluster members alone. Only numpy and numba are imported here; CuPy where device="gpu".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import contextlib
 from typing import Callable, NamedTuple
 
 import numpy as np
+from numba import njit
 
 from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys
 
@@ -86,7 +87,7 @@ def near_duplicate_clusters(data, offsets, cjk, doc, params: ChainParams, device
     return nodes, cluster, counts
 
 
-GATHER_BYTES = 256 << 20   # candidate text gathered per round (its index arrays cost 16 bytes a byte meanwhile)
+GATHER_BYTES = 256 << 20   # candidate text gathered per round (on the GPU its index arrays cost 16 bytes a byte)
 
 
 def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = "cpu"):
@@ -105,9 +106,13 @@ def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = 
         if r1 <= r0:
             continue
         part = rows[r0:r1]
-        sub_data, _ = _gather_segments(xp, data, offsets, part)
         sub_offsets = xp.zeros(part.shape[0] + 1, np.int64)
         xp.cumsum(lens[r0:r1], out=sub_offsets[1:])
+        if xp is np:
+            sub_data = np.empty(int(sub_offsets[-1]), np.uint8)
+            _gather_rows(data, offsets, part, sub_offsets, sub_data)
+        else:
+            sub_data, _ = _gather_segments(xp, data, offsets, part)
         shingle = mh.shingle_hashes_gpu if device == "gpu" else mh.shingle_hashes_cpu
         flat, set_offsets = shingle(sub_data, sub_offsets, cjk[part], params.word_k, params.char_k, distinct=True)
         flats.append(flat)
@@ -118,19 +123,54 @@ def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = 
     return (xp.concatenate(flats) if flats else xp.zeros(0, np.uint64)), set_offsets
 
 
+@njit(cache=True)
+def _gather_rows(data, offsets, rows, out_offsets, out):
+    """The CPU twin of lsh_graph._gather_segments for bytes: row rows[i]'s bytes to out[out_offsets[i]:]."""
+    for i in range(rows.shape[0]):
+        s, e = offsets[rows[i]], offsets[rows[i] + 1]
+        out[out_offsets[i]:out_offsets[i] + e - s] = data[s:e]
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else a
 
 
+@njit(cache=True)
+def _same_bytes(data, offsets, ia, ib, out):
+    """out[e]: whether documents ia[e] and ib[e] are the same bytes."""
+    for e in range(ia.shape[0]):
+        a0, a1, b0, b1 = offsets[ia[e]], offsets[ia[e] + 1], offsets[ib[e]], offsets[ib[e] + 1]
+        same = a1 - a0 == b1 - b0
+        k = 0
+        while same and k < a1 - a0:
+            same = data[a0 + k] == data[b0 + k]
+            k += 1
+        out[e] = same
+
+
+def same_bytes(data, offsets, ia, ib) -> np.ndarray:
+    """Per pair of rows, whether the two documents are byte for byte the same (numpy buffers)."""
+    out = np.zeros(len(ia), dtype=bool)
+    if len(ia):
+        _same_bytes(data, offsets, np.asarray(ia, np.int64), np.asarray(ib, np.int64), out)
+    return out
+
+
 def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: str = "cpu"):
     """The edges (u, v) whose documents' shingle sets have a Jaccard similarity >= the threshold; the shingle sets
-    are made for the candidate documents only."""
+    are made for the candidate documents only. On the CPU, pairs of identical texts (Jaccard 1 by definition; most
+    candidate pairs when exact dedup has not run first) are found by a byte compare and need no sets; the GPU
+    makes every candidate's set, which is cheaper there than a ragged compare. Same edges either way."""
     xp = _xp(u)
-    cand = xp.unique(xp.concatenate([u, v]))
+    check = xp.ones(u.shape[0], dtype=bool)
+    if xp is np:
+        check = ~same_bytes(data, offsets, _rows_of(doc, u), _rows_of(doc, v))
+    cu, cv = u[check], v[check]
+    cand = xp.unique(xp.concatenate([cu, cv]))
     flat, set_offsets = candidate_sets(data, offsets, cjk, _rows_of(doc, cand), params, device)
-    jac = jaccard(flat, set_offsets, xp.searchsorted(cand, u), xp.searchsorted(cand, v))
-    keep = jac >= params.threshold
+    keep = ~check
+    keep[check] = jaccard(flat, set_offsets, xp.searchsorted(cand, cu), xp.searchsorted(cand, cv)) >= params.threshold
     return u[keep], v[keep]
 
 
-__all__ = ["ChainParams", "near_duplicate_clusters", "verified_edges", "candidate_sets"]
+__all__ = ["ChainParams", "near_duplicate_clusters", "verified_edges", "candidate_sets", "same_bytes"]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpupipe.columns import text_array
 from gpupipe.kernels.near_dedup import ChainParams, near_duplicate_clusters
-from gpupipe.kernels.strings import kernel_inputs
+from gpupipe.kernels.strings import is_cudf, kernel_inputs
 from gpupipe.stages.fuzzy.components import choose_keepers, priority_frame
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig, lsh_shape
 from gpupipe.stages.fuzzy.signatures import cjk_mask
@@ -22,8 +22,9 @@ def chain_params(cfg: FuzzyDedupConfig, seed: int) -> ChainParams:
 
 def find_duplicates(df: pd.DataFrame, cfg: FuzzyDedupConfig, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame: one row per document in a duplicate cluster (doc_index, cluster, keep)."""
-    data, offsets, on_gpu = kernel_inputs(df["text"], device)   # a cuDF column stays on the device
     texts = text_array(df["text"])
+    # a cuDF column is read in place on the device; anything else through its Arrow form (converted once)
+    data, offsets, on_gpu = kernel_inputs(df["text"] if is_cudf(df["text"]) else texts, device)
     cjk = cjk_mask(df, cfg.cjk_langs, texts)
     doc = df["doc_index"].to_numpy(np.int64)
     nodes, cluster, _ = near_duplicate_clusters(data, offsets, cjk, doc, chain_params(cfg, seed),

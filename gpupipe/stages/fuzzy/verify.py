@@ -8,9 +8,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from numba import njit
 
 from gpupipe.kernels.lsh_graph import jaccard
+from gpupipe.kernels.near_dedup import same_bytes
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 
 
@@ -57,27 +57,13 @@ def _positions(doc_index: np.ndarray, docs: np.ndarray, what: str) -> np.ndarray
     return order[i]
 
 
-@njit(cache=True)
-def _same_bytes(data, offsets, ia, ib, out):
-    for e in range(ia.shape[0]):
-        a0, a1, b0, b1 = offsets[ia[e]], offsets[ia[e] + 1], offsets[ib[e]], offsets[ib[e] + 1]
-        same = a1 - a0 == b1 - b0
-        k = 0
-        while same and k < a1 - a0:
-            same = data[a0 + k] == data[b0 + k]
-            k += 1
-        out[e] = same
-
-
 def identical_texts(edges: pd.DataFrame, texts: pa.Array, doc_index: np.ndarray) -> np.ndarray:
     """Per edge, whether its two documents' texts are byte for byte the same (texts[i] is doc_index[i]'s)."""
     from gpupipe.kernels.text_hash import arrow_buffers
 
     data, offsets = arrow_buffers(texts)
-    out = np.zeros(len(edges), dtype=bool)
-    _same_bytes(data, offsets, _positions(doc_index, edges["u"].to_numpy(np.int64), "a text"),
-                _positions(doc_index, edges["v"].to_numpy(np.int64), "a text"), out)
-    return out
+    return same_bytes(data, offsets, _positions(doc_index, edges["u"].to_numpy(np.int64), "a text"),
+                      _positions(doc_index, edges["v"].to_numpy(np.int64), "a text"))
 
 
 def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
