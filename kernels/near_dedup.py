@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from numba import njit
 
+from .strings import check_buffers
 from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys
 
 
@@ -46,30 +47,24 @@ def _rows_of(doc, wanted):
 
 
 def near_duplicate_clusters(data, offsets, cjk, doc, params: ChainParams, device: str = "cpu",
-                            timer: Callable[[str], contextlib.AbstractContextManager] = _no_timer):
+                            timer: Callable[[str], contextlib.AbstractContextManager] = _no_timer,
+                            overlap: bool = True):
     """(doc, cluster) int64 numpy arrays over the documents on a kept edge: cluster = the smallest doc id of its
     connected component. data/offsets: Arrow-style UTF-8 buffers (numpy, or CuPy for the GPU); cjk: 1 per document
     shingled by characters; doc: distinct int64 ids, one per document. Also returns the counts of candidate and
-    kept edges, in a dict."""
+    kept edges, in a dict. On the GPU, `overlap` as in device_band_keys."""
     from . import minhash as mh
 
-    a, b = mh.minhash_permutations(params.bands * params.rows, params.seed)
     if device == "gpu":
         import cupy as xp
 
-        with timer("copy in"):
-            data, offsets = xp.asarray(data), xp.asarray(offsets)
-            cjk, doc = xp.asarray(np.broadcast_to(np.asarray(cjk, np.uint8), (offsets.shape[0] - 1,))), \
-                xp.asarray(doc, np.int64)
-        with timer("signatures"):
-            sig = mh.minhash_gpu(data, offsets, cjk, a, b, params.word_k, params.char_k)
-        with timer("band fold"):
-            keys = mh.band_keys_array(sig, params.bands, params.rows)
-            del sig
+        data, offsets, cjk, keys = device_band_keys(data, offsets, cjk, params, timer, overlap)
+        doc = xp.asarray(doc, np.int64)
     else:
         xp = np
         doc = np.asarray(doc, np.int64)
         cjk = np.broadcast_to(np.asarray(cjk, np.uint8), (offsets.shape[0] - 1,))
+        a, b = mh.minhash_permutations(params.bands * params.rows, params.seed)
         with timer("signatures"):   # folded into band keys as each signature is made
             keys = mh.minhash_cpu(data, offsets, cjk, a, b, params.word_k, params.char_k,
                                   bands=params.bands, rows=params.rows)
@@ -85,6 +80,77 @@ def near_duplicate_clusters(data, offsets, cjk, doc, params: ChainParams, device
         if xp is not np:
             nodes, cluster = nodes.get(), cluster.get()
     return nodes, cluster, counts
+
+
+def device_band_keys(data, offsets, cjk, params: ChainParams, timer=_no_timer, overlap: bool = True):
+    """The GPU's first steps: (device data, device offsets, device cjk flags, (n, bands) band keys). Host buffers
+    go to the device in batches of minhash.GPU_BATCH_BYTES through two pinned staging buffers on a copy stream,
+    so that batch i+1's copy overlaps batch i's kernels on the compute stream (overlap=False: all copies first,
+    then the kernels, then the fold, each timed alone: the per-step breakdown of profiling). Device buffers
+    (cuDF's, in place) are read where they are. The whole text stays on the device for the Jaccard step; the
+    signatures are folded into band keys on the device and only the keys are kept (8 bytes a band)."""
+    import cupy as cp
+    import cupyx
+
+    from . import minhash as mh
+
+    a, b = mh.minhash_permutations(params.bands * params.rows, params.seed)
+    host_offsets = np.asarray(cp.asnumpy(offsets) if hasattr(offsets, "get") else offsets).astype(np.int64)
+    n = host_offsets.shape[0] - 1
+    flags = np.asarray(cp.asnumpy(cjk) if hasattr(cjk, "get") else cjk, np.uint8)
+    d_cjk = cp.asarray(np.ascontiguousarray(np.broadcast_to(flags, (n,))))
+    keys = cp.empty((n, params.bands), dtype=cp.uint64)
+    if isinstance(data, np.ndarray):
+        check_buffers(data, host_offsets)
+        base = int(host_offsets[0])
+        rel = host_offsets - base                 # the device copy holds data[base:] only
+        d_data = cp.empty(max(1, int(rel[-1])), dtype=cp.uint8)
+    else:
+        base, rel, d_data = 0, host_offsets, cp.asarray(data)
+    batches = mh._gpu_batches(rel, mh.GPU_BATCH_BYTES) if n else []
+    copy_stream, compute = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+
+    def signatures(d0, d1):
+        return mh.minhash_gpu(d_data, rel[d0:d1 + 1], d_cjk[d0:d1], a, b, params.word_k, params.char_k)
+
+    if not isinstance(data, np.ndarray) or not overlap:
+        if isinstance(data, np.ndarray):
+            with timer("copy in"):
+                staging = cupyx.empty_pinned(max(1, max((int(rel[d1] - rel[d0]) for d0, d1 in batches),
+                                                        default=1)), dtype=np.uint8)
+                for d0, d1 in batches:
+                    b0, b1 = int(rel[d0]), int(rel[d1])
+                    staging[:b1 - b0] = data[base + b0:base + b1]
+                    d_data[b0:b1].set(staging[:b1 - b0], stream=copy_stream)
+                    copy_stream.synchronize()
+        sigs = []
+        with timer("signatures"), compute:
+            for d0, d1 in batches:
+                sigs.append(signatures(d0, d1))
+            compute.synchronize()
+        with timer("band fold"), compute:
+            for (d0, d1), sig in zip(batches, sigs):
+                keys[d0:d1] = mh.band_keys_array(sig, params.bands, params.rows)
+            compute.synchronize()
+        return d_data, cp.asarray(rel), d_cjk, keys
+    most = max((int(rel[d1] - rel[d0]) for d0, d1 in batches), default=1)
+    staging = [cupyx.empty_pinned(max(1, most), dtype=np.uint8) for _ in range(2)]
+    free = [None, None]                           # per staging buffer: the event of its last copy
+    with timer("copy in + signatures + band fold (overlapped)"):
+        for i, (d0, d1) in enumerate(batches):
+            b0, b1 = int(rel[d0]), int(rel[d1])
+            buf = staging[i % 2]
+            if free[i % 2] is not None:
+                free[i % 2].synchronize()         # its previous copy is done: it may be overwritten
+            buf[:b1 - b0] = data[base + b0:base + b1]
+            with copy_stream:
+                d_data[b0:b1].set(buf[:b1 - b0], stream=copy_stream)
+                free[i % 2] = copied = copy_stream.record()
+            compute.wait_event(copied)
+            with compute:
+                keys[d0:d1] = mh.band_keys_array(signatures(d0, d1), params.bands, params.rows)
+        compute.synchronize()
+    return d_data, cp.asarray(rel), d_cjk, keys
 
 
 GATHER_BYTES = 256 << 20   # candidate text gathered per round (on the GPU its index arrays cost 16 bytes a byte)
@@ -173,4 +239,4 @@ def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: s
     return u[keep], v[keep]
 
 
-__all__ = ["ChainParams", "near_duplicate_clusters", "verified_edges", "candidate_sets", "same_bytes"]
+__all__ = ["ChainParams", "near_duplicate_clusters", "device_band_keys", "verified_edges", "candidate_sets", "same_bytes"]
