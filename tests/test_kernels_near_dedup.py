@@ -155,3 +155,19 @@ def test_the_device_chain_equals_the_cpu_chain(seed):
     got = nd.near_duplicate_clusters(cp.asarray(data), cp.asarray(offsets), cjk, doc, PARAMS, device="gpu")
     assert (got[0] == want[0]).all() and (got[1] == want[1]).all() and got[2] == want[2]
     assert isinstance(got[0], np.ndarray)   # only the members come back
+
+
+def test_the_end_to_end_benchmark_runs_and_finds_its_planted_copies(tmp_path):
+    """profiling/gpu_near_dedup_e2e.py (gpu_check.sh's 10 GB line) on the CPU at 20 MB: Parquet parts made, read,
+    deduplicated; it exits 0 only when >= 95% of the planted copies are found and nothing else is merged."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "profiling" / "gpu_near_dedup_e2e.py"
+    done = subprocess.run([sys.executable, str(script), "--gb", "0.02", "--parts", "2", "--device", "cpu",
+                           "--out", str(tmp_path / "corpus")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stray documents clustered 0" in done.stdout and len(list((tmp_path / "corpus").glob("*.parquet"))) == 2
+    found = float(done.stdout.split("planted copies found ")[1].split(";")[0])
+    assert found >= 0.95, done.stdout
