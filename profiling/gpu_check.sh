@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The one script to run on a GPU machine, from anywhere in the repo: machine info, the kernel
-# tests (GPU parity included), the cuDF tests when cuDF is installed (string buffers read in place,
-# and a `gpupipe run` on cuDF frames giving the CPU's shards; reported as skipped otherwise), then
-# the benchmarks (text_hash, minhash, ngram_hash, the transformer classifier). Needs only python3 with numpy, numba, pyarrow
-# and cupy (pytest, pandas, xxhash used when present). Whole run: well under 5 minutes.
-# With $OUT set, everything printed is also written to $OUT/gpu_check.txt.
-set -euo pipefail
+# The one script to run on a GPU machine, from anywhere in the repo, in one call of at most 8 minutes
+# (GPU_CHECK_BUDGET seconds, default 470: every section's timeout is cut to what is left, and a section
+# that would get under 20 s is skipped and says so). Sections, most important first:
+#   machine info; the kernel tests (GPU parity with the CPU twins, grid-stride and > 2^31-byte sizes,
+#   the near-dedup chain on the device, nvcc compiles); every kernel once on ~1 MB on the default
+#   stream, a non-blocking stream and CuPy's stream-ordered allocator; near dedup end to end on
+#   GPU_CHECK_E2E_GB (default 10) GB of Parquet with its per-GB breakdown and TB/GPU-hour; the
+#   cuDF tests when cuDF is installed; the kernel benchmarks (text_hash, minhash, ngram_hash), the
+#   transformer classifier and the DLPack hand-off; cold NVRTC compile times; compute-sanitizer
+#   memcheck and racecheck on the ~1 MB kernel run.
+# Needs python3 with numpy, numba, pyarrow and cupy (pytest, pandas, torch, transformers used when
+# present); no cuDF, Dask or trafilatura. With $OUT set, everything printed is also written to
+# $OUT/gpu_check.txt, and the summary table to $OUT/gpu_check_table.txt.
+set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 if [[ -n "${OUT:-}" ]]; then
@@ -13,8 +20,33 @@ if [[ -n "${OUT:-}" ]]; then
     exec > >(tee "$OUT/gpu_check.txt") 2>&1
 fi
 PY="${PYTHON:-python3}"
+BUDGET="${GPU_CHECK_BUDGET:-470}"
+E2E_GB="${GPU_CHECK_E2E_GB:-10}"
 export PYTHONUNBUFFERED=1
 status=0
+TABLE=()
+
+# section NAME MAX_SECONDS COMMAND...: runs COMMAND under min(MAX_SECONDS, budget left), records rc and time.
+section() {
+    local name="$1" max="$2"
+    shift 2
+    local left=$((BUDGET - SECONDS))
+    local limit=$((max < left ? max : left))
+    echo
+    echo "== $name"
+    if ((limit < 20)); then
+        echo "skipped: ${left}s of the ${BUDGET}s budget left"
+        TABLE+=("$(printf '%-58s %-8s %6s' "$name" "skipped" "-")")
+        return
+    fi
+    local t0=$SECONDS rc=0
+    timeout "$limit" "$@" || rc=$?
+    local verdict=ok
+    ((rc == 124)) && verdict="timeout"
+    ((rc != 0 && rc != 124)) && verdict="FAIL($rc)"
+    ((rc != 0)) && status=1
+    TABLE+=("$(printf '%-58s %-8s %5ss' "$name" "$verdict" "$((SECONDS - t0))")")
+}
 
 echo "== machine"
 nvidia-smi -L || echo "nvidia-smi failed"
@@ -37,61 +69,73 @@ printf '__path__ = [%s, %s]\n' "'$SHIM/gpupipe'" "'$REPO/gpupipe'" > "$SHIM/gpup
 printf 'exec(open(%s).read())\n' "'$REPO/gpupipe/__init__.py'" >> "$SHIM/gpupipe/__init__.py"  # __version__
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 
-echo
-echo "== tests: kernels (CPU and GPU parity) and nvcc compile"
+# pytest from the shim folder (env -C): `python -m` puts the current folder first on sys.path, and
+# from the repo root that would be the repo's gpupipe/ (which has no kernels/) ahead of the shim.
+# Only the kernel test files: the rest of tests/ needs packages this machine lacks (dask, ...);
+# --noconftest and the cleared addopts keep the project's test setup out of this bare run.
+BARE_PYTEST=(env -C "$SHIM" "$PY" -m pytest -q -rs -p no:cacheprovider --noconftest --rootdir "$REPO"
+             -o addopts="" -o "markers=gpu: needs a CUDA device")
+
 if "$PY" -c 'import pytest' 2>/dev/null; then
-    # Only the kernel test files: the rest of tests/ needs packages this machine lacks (dask, ...).
-    # --noconftest and the cleared addopts keep the project's test setup out of this bare run.
-    # Run from the shim folder: `python -m` puts the current folder first on sys.path, and from the
-    # repo root that would be the repo's gpupipe/ (which has no kernels/) ahead of the shim.
-    (cd "$SHIM" && timeout 240 "$PY" -m pytest -q -rs -p no:cacheprovider --noconftest \
-        --rootdir "$REPO" -o addopts="" -o markers="gpu: needs a CUDA device" \
-        "$REPO"/tests/test_kernels_*.py "$REPO/tests/test_cuda_compile.py") || status=$?
+    section "tests: kernels (GPU parity, scale, device chain), nvcc" 300 \
+        "${BARE_PYTEST[@]}" "$REPO"/tests/test_kernels_*.py "$REPO/tests/test_cuda_compile.py"
 else
     echo "pytest missing: running the parity checks of the benchmark scripts instead"
-    timeout 120 "$PY" profiling/bench_text_hash.py --check || status=$?
-    timeout 120 "$PY" profiling/bench_minhash_kernel.py --check || status=$?
+    section "parity: text_hash (benchmark --check)" 120 "$PY" profiling/bench_text_hash.py --check
+    section "parity: minhash (benchmark --check)" 120 "$PY" profiling/bench_minhash_kernel.py --check
 fi
 
-echo
-echo "== cuDF (RAPIDS path): string buffers in place, and a gpupipe run on cuDF frames vs the CPU"
+section "every kernel on ~1 MB, default stream" 90 "$PY" profiling/gpu_kernel_smoke.py
+section "every kernel on ~1 MB, non-blocking stream" 60 "$PY" profiling/gpu_kernel_smoke.py --stream nonblocking
+section "every kernel on ~1 MB, MemoryAsyncPool" 60 "$PY" profiling/gpu_kernel_smoke.py --pool async
+
+section "near dedup end to end, ${E2E_GB} GB of Parquet (TB/GPU-hour)" 240 \
+    "$PY" profiling/gpu_near_dedup_e2e.py --gb "$E2E_GB" --parts 16
+
 if ! "$PY" -c 'import cudf' 2>/dev/null; then
-    echo "skipped: cuDF is not installed (python -c 'import cudf' failed)"
-elif ! "$PY" -c 'import pytest' 2>/dev/null; then
-    echo "skipped: pytest is missing"
-else
+    echo; echo "== cuDF: skipped, cuDF is not installed (python -c 'import cudf' failed)"
+    TABLE+=("$(printf '%-58s %-8s %6s' "cuDF: buffers in place, gpupipe run vs CPU" "skipped" "-")")
+elif "$PY" -c 'import pytest' 2>/dev/null; then
     # The end-to-end test needs gpupipe's own dependencies (pip install -e '.[gpu]'); it skips, with
     # the reason, where they are missing.
-    (cd "$SHIM" && timeout 180 "$PY" -m pytest -q -rs -p no:cacheprovider --noconftest \
-        --rootdir "$REPO" -o addopts="" -o markers="gpu: needs a CUDA device" \
-        "$REPO/tests/test_rapids_path.py" -k test_cudf_) || status=$?
+    section "cuDF: buffers in place, gpupipe run vs CPU" 180 "${BARE_PYTEST[@]}" \
+        "$REPO/tests/test_rapids_path.py" -k test_cudf_
 fi
 
-echo
-echo "== benchmark: text_hash"
-timeout 200 "$PY" profiling/bench_text_hash.py --chunks 4 || status=$?
-
-echo
-echo "== benchmark: minhash (kernel only, num_perm=128; exits non-zero on a CPU/GPU mismatch)"
-timeout 120 "$PY" profiling/bench_minhash_kernel.py --docs 20000 || status=$?
-
-echo
-echo "== benchmark: ngram_hash (decontamination lookup, kernel only; exits non-zero on a CPU/GPU mismatch)"
-timeout 90 "$PY" profiling/bench_decontam.py --kernel-only --docs 20000 || status=$?
-
-echo
-echo "== benchmark: transformer classifier (random BERT-base size, 512 tokens, bf16; target 5B tokens/GPU-hour)"
+section "benchmark: text_hash" 90 "$PY" profiling/bench_text_hash.py --chunks 4
+section "benchmark: minhash kernel (num_perm=128)" 90 "$PY" profiling/bench_minhash_kernel.py --docs 20000
+section "benchmark: ngram_hash (decontamination lookup)" 60 \
+    "$PY" profiling/bench_decontam.py --kernel-only --docs 20000
 if "$PY" -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
-    timeout 300 "$PY" profiling/bench_classifier.py --device cuda --size base --max-length 512 --docs 8192 \
-        --batch-size 256 --check || status=$?
+    section "benchmark: transformer classifier (BERT-base, 512 tokens, bf16)" 120 \
+        "$PY" profiling/bench_classifier.py --device cuda --size base --max-length 512 --docs 8192 \
+        --batch-size 256 --check
 else
-    echo "skipped: needs torch with CUDA and transformers (pip install transformers)"
+    echo; echo "== transformer classifier: skipped, needs torch with CUDA and transformers"
+    TABLE+=("$(printf '%-58s %-8s %6s' "benchmark: transformer classifier" "skipped" "-")")
+fi
+section "loader: DLPack hand-off (zero copy, stream safety)" 90 "$PY" profiling/gpu_dlpack_check.py
+
+CACHE="$(mktemp -d)"
+section "cold NVRTC compile of each kernels/*.cu" 60 env CUPY_CACHE_DIR="$CACHE" \
+    "$PY" profiling/gpu_kernel_smoke.py --compile-times
+rm -rf "$CACHE"
+if command -v compute-sanitizer >/dev/null; then
+    section "compute-sanitizer memcheck, kernels on 0.2 MB" 120 compute-sanitizer --tool memcheck \
+        --error-exitcode 1 --leak-check no "$PY" profiling/gpu_kernel_smoke.py --mb 0.2
+    section "compute-sanitizer racecheck, kernels on 0.2 MB" 120 compute-sanitizer --tool racecheck \
+        --error-exitcode 1 "$PY" profiling/gpu_kernel_smoke.py --mb 0.2
+else
+    echo; echo "== compute-sanitizer: skipped, not on PATH"
+    TABLE+=("$(printf '%-58s %-8s %6s' "compute-sanitizer memcheck/racecheck" "skipped" "-")")
 fi
 
 echo
-echo "== loader: DLPack hand-off (zero copy, stream safety, H2D throughput)"
-timeout 120 "$PY" profiling/gpu_dlpack_check.py || status=$?
-
-echo
+echo "== summary (${SECONDS}s of the ${BUDGET}s budget)"
+printf '%-58s %-8s %6s\n' "section" "result" "time"
+printf '%s\n' "${TABLE[@]}"
+if [[ -n "${OUT:-}" ]]; then
+    { printf '%-58s %-8s %6s\n' "section" "result" "time"; printf '%s\n' "${TABLE[@]}"; } > "$OUT/gpu_check_table.txt"
+fi
 echo "gpu_check: exit status $status"
 exit "$status"

@@ -147,7 +147,11 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="folder for the corpus (default: a temp folder, removed after)")
     args = ap.parse_args()
     from gpupipe.kernels.near_dedup import ChainParams, near_duplicate_clusters
+    from gpupipe.kernels.text_hash import gpu_available
 
+    if args.device == "gpu" and not gpu_available():
+        print("SKIP: CuPy sees no CUDA device (--device cpu runs the CPU twin)")
+        return 0
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gpupipe-e2e-"))
     try:
         t0 = time.perf_counter()

@@ -1,23 +1,12 @@
-"""kernels/lsh_graph.py, the LSH graph in array operations (numpy or CuPy), against the numba path the fuzzy_dedup
-stage runs on the CPU: the same edges and the same clusters, value for value, on random buckets with heavy
-collisions, chains and stars; and CuPy against numpy where a GPU is present (profiling/gpu_check.sh)."""
+"""kernels/lsh_graph.py, the LSH graph in array operations (numpy or CuPy), against its numba twins (what the CPU
+runs): the same edges and the same clusters, value for value, on random buckets with heavy collisions, chains and
+stars; and CuPy against numpy where a GPU is present (profiling/gpu_check.sh)."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from gpupipe.kernels import lsh_graph as lg
 from gpupipe.kernels.text_hash import gpu_available
-
-
-def _numba_path():
-    """The stage's functions; the GPU machine of gpu_check.sh has the kernels' packages only (no pydantic, ...)."""
-    try:
-        from gpupipe.stages.fuzzy.components import connected_components
-        from gpupipe.stages.fuzzy.edges import star_edges
-    except ImportError as e:
-        pytest.skip(f"the stages need {e.name}, not installed here")
-    return star_edges, connected_components
 
 
 def _buckets(rng, docs: int, bands: int, distinct: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -31,18 +20,17 @@ def _buckets(rng, docs: int, bands: int, distinct: int) -> tuple[np.ndarray, np.
 @pytest.mark.parametrize("docs,bands,distinct", [(0, 3, 5), (1, 4, 2), (50, 12, 400), (2000, 12, 6000),
                                                  (3000, 20, 40000)])
 def test_edges_and_clusters_equal_the_numba_path(docs, bands, distinct):
-    star_edges, connected_components = _numba_path()
     rng = np.random.default_rng(docs + bands)
     band, hashes, doc = _buckets(rng, docs, bands, distinct)
     order = rng.permutation(len(doc))     # rows in any order: the result may not depend on it
     band, hashes, doc = band[order], hashes[order], doc[order]
-    want = star_edges(pd.DataFrame({"band": band, "hash": hashes, "doc_index": doc}))
+    want_u, want_v = lg.star_edges_rows(band, hashes, doc)          # the numba twin
     u, v = lg.star_edges_array(band, hashes, doc)
-    assert u.tolist() == want["u"].tolist() and v.tolist() == want["v"].tolist()
+    assert u.tolist() == want_u.tolist() and v.tolist() == want_v.tolist()
     assert (u < v).all()
-    clusters = connected_components(want)
+    want_nodes, want_cluster = lg.components(want_u, want_v)        # union-find
     nodes, cluster = lg.components_array(u, v)
-    assert nodes.tolist() == clusters["doc_index"].tolist() and cluster.tolist() == clusters["cluster"].tolist()
+    assert nodes.tolist() == want_nodes.tolist() and cluster.tolist() == want_cluster.tolist()
 
 
 def test_a_long_chain_and_a_doc_listed_twice():
