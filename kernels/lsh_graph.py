@@ -37,6 +37,21 @@ def _xp(a):
     return np
 
 
+def on_device(device: str, *arrays):
+    """The arrays on the device ("gpu": CuPy copies) or as they are ("cpu"): the dispatchers below then pick the
+    array forms or the numba twins."""
+    if device != "gpu":
+        return arrays
+    import cupy
+
+    return tuple(cupy.asarray(a) for a in arrays)
+
+
+def to_host(a):
+    """A numpy array of `a`, wherever it is."""
+    return a.get() if _xp(a) is not np else a
+
+
 def _stable_order(xp, *keys):
     """Indices sorting by keys[0], then keys[1], ... (stable argsorts from the last key to the first)."""
     order = xp.arange(keys[0].shape[0])
@@ -339,5 +354,5 @@ def components(u, v):
     return nodes, nodes[root]
 
 
-__all__ = ["star_edges_array", "distinct_sets_array", "jaccard_array", "components_array", "star_edges_rows",
+__all__ = ["on_device", "to_host", "star_edges_array", "distinct_sets_array", "jaccard_array", "components_array", "star_edges_rows",
            "star_edges_keys", "jaccard", "components", "unique_pairs"]

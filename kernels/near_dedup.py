@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from .strings import check_buffers
-from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys
+from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys, to_host
 
 
 class ChainParams(NamedTuple):
@@ -165,7 +165,7 @@ def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = 
     offsets = offsets.astype(np.int64, copy=False)
     lens = offsets[rows + 1] - offsets[rows]
     ends = xp.cumsum(lens)
-    cuts = [0, *np.searchsorted(_host(ends), np.arange(GATHER_BYTES, int(ends[-1]) if len(rows) else 0,
+    cuts = [0, *np.searchsorted(to_host(ends), np.arange(GATHER_BYTES, int(ends[-1]) if len(rows) else 0,
                                                        GATHER_BYTES), side="right").tolist(), len(rows)]
     flats, counts = [], []
     for r0, r1 in zip(cuts[:-1], cuts[1:]):
@@ -195,10 +195,6 @@ def _gather_rows(data, offsets, rows, out_offsets, out):
     for i in range(rows.shape[0]):
         s, e = offsets[rows[i]], offsets[rows[i] + 1]
         out[out_offsets[i]:out_offsets[i] + e - s] = data[s:e]
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
 
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from gpupipe.kernels.lsh_graph import components
+from gpupipe.kernels.lsh_graph import components, on_device, to_host
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 
 SIZE_BINS = [(2, 2), (3, 5), (6, 10), (11, 100), (101, None)]
@@ -22,8 +22,9 @@ def connected_components(edges: pd.DataFrame, device: str = "cpu") -> pd.DataFra
         return pd.DataFrame({"doc_index": np.array([], np.int64), "cluster": np.array([], np.int64)})
     if device == "gpu" and importlib.util.find_spec("cugraph") is not None:
         return _components_cugraph(edges)
-    nodes, cluster = components(edges["u"].to_numpy(np.int64), edges["v"].to_numpy(np.int64))
-    return pd.DataFrame({"doc_index": nodes, "cluster": cluster})
+    # union-find on the CPU; on a GPU without cuGraph, min-label propagation (kernels/lsh_graph.py): same labels
+    nodes, cluster = components(*on_device(device, edges["u"].to_numpy(np.int64), edges["v"].to_numpy(np.int64)))
+    return pd.DataFrame({"doc_index": to_host(nodes), "cluster": to_host(cluster)})
 
 
 def _components_cugraph(edges: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpupipe.kernels.lsh_graph import star_edges_rows, unique_pairs
+from gpupipe.kernels.lsh_graph import on_device, star_edges_rows, to_host, unique_pairs
 
 
 def unique_edges(u: np.ndarray, v: np.ndarray) -> pd.DataFrame:
@@ -16,9 +16,9 @@ def unique_edges(u: np.ndarray, v: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"u": u, "v": v})
 
 
-def star_edges(keys: pd.DataFrame) -> pd.DataFrame:
+def star_edges(keys: pd.DataFrame, device: str = "cpu") -> pd.DataFrame:
     """Rows (band, hash, doc_index) → edges from every doc of a (band, hash) bucket to its smallest doc_index,
-    sorted by (u, v), each pair once."""
-    u, v = star_edges_rows(keys["band"].to_numpy(np.int64), keys["hash"].to_numpy(np.uint64),
-                           keys["doc_index"].to_numpy(np.int64))
-    return pd.DataFrame({"u": u, "v": v})
+    sorted by (u, v), each pair once (device "gpu": by device sorts)."""
+    u, v = star_edges_rows(*on_device(device, keys["band"].to_numpy(np.int64), keys["hash"].to_numpy(np.uint64),
+                                      keys["doc_index"].to_numpy(np.int64)))
+    return pd.DataFrame({"u": to_host(u), "v": to_host(v)})

@@ -99,7 +99,7 @@ def edges(stage: FuzzyDedup, task: Task) -> int:
     keys = task.exchange.receive(f"keys-g{task.arg:03d}", task.index)
     if keys is None:
         return 0
-    found = star_edges(keys)
+    found = star_edges(keys, stage.ctx.device)
     if len(found):
         task.exchange.put(f"edges-g{task.arg:03d}", task.index, found.reset_index(drop=True))
     return len(found)
@@ -129,7 +129,8 @@ def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
     if df.empty:
         return np.zeros(0, np.int64)
     texts = text_array(df["text"])
-    sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config)
+    sets = shingle_sets(texts, cjk_mask(df, stage.config.cjk_langs, texts), df["doc_index"].to_numpy(), stage.config,
+                        stage.ctx.device)
     task.exchange.put("shingles", task.index, shingle_table(sets))
     return sets.doc_index
 
@@ -154,7 +155,7 @@ def verify(stage: FuzzyDedup, task: Task) -> pd.DataFrame:
     g, a, b = task.item
     ex = task.exchange
     sets = sets_of_tables([ex.get_table("shingles", p) for p in sorted({a, b})])
-    return verify_edges(ex.receive("pairs", g), sets, stage.config.threshold)
+    return verify_edges(ex.receive("pairs", g), sets, stage.config.threshold, device=stage.ctx.device)
 
 
 def verified(stage: FuzzyDedup, run: PhaseRun) -> None:

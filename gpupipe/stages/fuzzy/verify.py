@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from gpupipe.kernels.lsh_graph import jaccard
+from gpupipe.kernels.lsh_graph import jaccard, on_device, to_host
 from gpupipe.kernels.near_dedup import same_bytes
 from gpupipe.stages.fuzzy.config import FuzzyDedupConfig
 
@@ -21,14 +21,17 @@ class ShingleSets(NamedTuple):
     offsets: np.ndarray
 
 
-def shingle_sets(texts: pa.Array, cjk: np.ndarray, doc_index: np.ndarray, cfg: FuzzyDedupConfig) -> ShingleSets:
-    """The true shingle sets the MinHash estimates (same kernel code as the signatures)."""
-    from gpupipe.kernels.minhash import shingle_hashes_cpu
+def shingle_sets(texts: pa.Array, cjk: np.ndarray, doc_index: np.ndarray, cfg: FuzzyDedupConfig,
+                 device: str = "cpu") -> ShingleSets:
+    """The true shingle sets the MinHash estimates (same kernel code as the signatures; on the GPU, the shingle
+    kernel and a device sort)."""
+    from gpupipe.kernels.minhash import shingle_hashes_cpu, shingle_hashes_gpu
     from gpupipe.kernels.text_hash import arrow_buffers
 
     data, offsets = arrow_buffers(texts)
-    flat, offs = shingle_hashes_cpu(data, offsets, cjk, cfg.word_k, cfg.char_k, distinct=True)
-    return ShingleSets(np.asarray(doc_index, np.int64), flat, offs)
+    shingles = shingle_hashes_gpu if device == "gpu" else shingle_hashes_cpu
+    flat, offs = shingles(data, offsets, cjk, cfg.word_k, cfg.char_k, distinct=True)
+    return ShingleSets(np.asarray(doc_index, np.int64), to_host(flat), to_host(offs))
 
 
 def shingle_table(sets: ShingleSets) -> pa.Table:
@@ -67,7 +70,7 @@ def identical_texts(edges: pd.DataFrame, texts: pa.Array, doc_index: np.ndarray)
 
 
 def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
-                 identical: np.ndarray | None = None) -> pd.DataFrame:
+                 identical: np.ndarray | None = None, device: str = "cpu") -> pd.DataFrame:
     """Keep the edges whose shingle-set Jaccard reaches the threshold; adds a `jaccard` column.
 
     identical: optional, per edge, True where the two texts are the same bytes (identical_texts): Jaccard 1 by
@@ -76,7 +79,8 @@ def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
     jac = np.ones(len(edges), dtype=np.float64)
     check = np.flatnonzero(~identical) if identical is not None else np.arange(len(edges))
     if len(check):
-        jac[check] = jaccard(sets.flat, sets.offsets,
-                             _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
-                             _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"))
+        jac[check] = to_host(jaccard(*on_device(
+            device, sets.flat, sets.offsets,
+            _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
+            _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"))))
     return edges.assign(jaccard=jac)[jac >= threshold]
