@@ -182,6 +182,11 @@ def _type_name(data_type) -> str:
 
 
 def _pylibcudf_column(series):
+    # Under cuDF spilling (enable_cudf_spill) the views below must stay valid while the kernels read them. cuDF's
+    # rule (SpillableBuffer.get_ptr): a pointer taken inside `acquire_spill_lock()` pins the buffer for that
+    # context only; taken outside one, as here, it marks the buffer exposed, which pins it for good. So the
+    # buffers are held (correct whatever runs later), at the price of never spilling this column again; the
+    # partition is done with it after the stage, and its successor columns are new, spillable buffers.
     to_plc = getattr(series, "to_pylibcudf", None)
     if callable(to_plc):
         out = to_plc()

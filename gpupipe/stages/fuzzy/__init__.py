@@ -4,15 +4,18 @@ connected components → one document kept per cluster.
   config      FuzzyDedupConfig and the LSH shape (bands × rows)
   signatures  per partition: shingling mode, MinHash signatures folded at once into one 64-bit hash per band (only
               band hashes and the priority columns leave the partition: 8 bytes × bands per document)
-  bands       the (band, hash, doc) rows of a band group, and the per-band bucket table
+  bands       the (band, hash, doc) rows of a band group
   edges       documents sharing a (band, hash) bucket become a star of edges to the bucket's smallest doc_index
   verify      optional: shingle sets of the candidate documents only, true Jaccard per edge, edges below threshold cut
   components  union-find (or cuGraph) over the edges, one keeper per cluster, the cluster-size histogram. Memory is
               bounded by the candidate documents (those with at least one edge), not the corpus: 16 bytes per edge
               plus the shingle sets when verifying
-  in_memory   `find_duplicates`: all of it on one frame, for tests and benchmarks
+  in_memory   `find_duplicates`: all of it on one frame (kernels/near_dedup.py's chain, on the device for "gpu")
   stage       the `fuzzy_dedup` stage: the phases above, declared (`stages/phases.py` runs them; its last two
               phases, apply and the clusters sample, are `stages/cluster_sample.py`'s)
+The compute is in kernels/lsh_graph.py (bucket tables, Jaccard, union-find as numba twins; device sorts and label
+propagation as array forms for CuPy), picked by where the arrays are: the stage's steps run on the GPU for
+device "gpu".
 Every decision uses hashes, priority columns and `doc_index`, so results do not depend on partitioning, bucket
 count or backend.
 """
