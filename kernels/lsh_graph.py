@@ -130,7 +130,7 @@ def jaccard_array(flat, offsets, ia, ib):
     both = (edge[1:] == edge[:-1]) & (value[1:] == value[:-1])
     inter = xp.bincount(edge[1:][both], minlength=ia.shape[0]).astype(np.int64)
     union = (offsets[ia + 1] - offsets[ia]) + (offsets[ib + 1] - offsets[ib]) - inter
-    return xp.where(union > 0, inter / xp.maximum(union, 1), 1.0)
+    return (inter + (union == 0)) / xp.maximum(union, 1)   # two empty sets: 1 / 1 (no where() with scalars)
 
 
 def _scatter_min(xp, a, index, values):

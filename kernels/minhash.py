@@ -752,8 +752,9 @@ def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, 
             units_kernel((min(-(-n // docs_per_units_block), _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
                          (d_data, offs, np.int64(n), base, flags[d0:d1], params, units, n_units))
             m = n_units[:n]
-            kk = cp.minimum(m, cp.where(flags[d0:d1] != 0, char_k, word_k).astype(cp.int64))
-            counts[d0:d1] = cp.where(m == 0, 0, m - kk + 1)
+            k = (flags[d0:d1] != 0).astype(cp.int64) * (char_k - word_k) + word_k   # per document, by its mode
+            kk = cp.minimum(m, k)
+            counts[d0:d1] = (m - kk + 1) * (m > 0)   # windows of kk units; none without units
             batch_offsets = cp.zeros(n + 1, dtype=cp.int64)
             cp.cumsum(counts[d0:d1], out=batch_offsets[1:])
             total = int(batch_offsets[-1])   # one sync a batch: the size of its output
