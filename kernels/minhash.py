@@ -660,6 +660,23 @@ def _gpu_batches(offsets: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]
     return batches
 
 
+def _device_batches(offsets: np.ndarray, batch_bytes: int):
+    """(_gpu_batches of the documents that fit a batch, [(d, d + 1)] of each document larger than a batch). The
+    larger ones go through the CPU twin: the device scratch (8 bytes per text byte of a batch) stays bounded by
+    batch_bytes whatever the longest document, and the result is the same by construction."""
+    batches = _gpu_batches(offsets, batch_bytes)
+    big = [(d0, d1) for d0, d1 in batches if d1 == d0 + 1 and int(offsets[d1] - offsets[d0]) > batch_bytes]
+    return [b for b in batches if b not in big], big
+
+
+def _one_document_on_host(d_data, host_offsets, flags, d: int):
+    """(data, offsets, cjk) on the host of document d alone: its bytes copied from the device."""
+    import cupy as cp
+
+    s, e = int(host_offsets[d]), int(host_offsets[d + 1])
+    return cp.asnumpy(d_data[s:e]), np.array([0, e - s], np.int64), cp.asnumpy(flags[d:d + 1])
+
+
 def _sig_block(num_perm: int) -> int:
     """Threads per block of the signature kernel: one permutation each, whole warps, <= 256."""
     return min(_GPU_MAX_SIG_BLOCK, -(-num_perm // 32) * 32)
@@ -671,7 +688,9 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
 
     Two kernels per batch of at most ``batch_bytes`` of text: unit hashes (one warp per document)
     into a scratch of 8 bytes per text byte, then signatures (one block per document, one thread
-    per permutation). The batch size only bounds memory; the result does not depend on it.
+    per permutation). The batch size only bounds memory; the result does not depend on it. A
+    document larger than a batch goes through the CPU twin (its bytes alone copied to the host), so
+    the device scratch stays 8 x batch_bytes whatever the longest document.
     """
     import cupy as cp
 
@@ -694,7 +713,12 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
     units_kernel = module.get_function(f"minhash_units_{suffix}")
     sig_kernel = module.get_function(f"minhash_signatures_{suffix}")
 
-    batches = _gpu_batches(host_offsets, batch_bytes)
+    batches, oversize = _device_batches(host_offsets, batch_bytes)
+    for d0, _ in oversize:   # bounded device memory: the CPU twin, on this document's bytes alone
+        data_h, offs_h, flag_h = _one_document_on_host(d_data, host_offsets, flags, d0)
+        out[d0] = cp.asarray(minhash_cpu(data_h, offs_h, flag_h, a, b, word_k, char_k)[0])
+    if not batches:
+        return out
     most_bytes = max(int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches)
     most_docs = max(d1 - d0 for d0, d1 in batches)
     units = cp.empty(max(1, most_bytes), dtype=cp.uint64)  # a document has <= 1 unit per byte
@@ -738,14 +762,21 @@ def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, 
     module = raw_module("minhash.cu")
     units_kernel = module.get_function(f"minhash_units_{suffix}")
     shingles_kernel = module.get_function(f"minhash_shingles_{suffix}")
-    batches = _gpu_batches(host_offsets, batch_bytes)
-    most_bytes = max(int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches)
+    batches, oversize = _device_batches(host_offsets, batch_bytes)
+    every = sorted([(d0, d1, True) for d0, d1 in batches] + [(d0, d1, False) for d0, d1 in oversize])
+    most_bytes = max((int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches), default=1)
     units = cp.empty(max(1, most_bytes), dtype=cp.uint64)
-    n_units = cp.empty(max(d1 - d0 for d0, d1 in batches), dtype=cp.int64)
+    n_units = cp.empty(max((d1 - d0 for d0, d1 in batches), default=1), dtype=cp.int64)
     counts, flats = cp.zeros(n_docs, dtype=cp.int64), []
     docs_per_units_block = _GPU_UNITS_BLOCK // 32
     with _nvtx_range("gpupipe/kernel/shingles"):
-        for d0, d1 in batches:
+        for d0, d1, on_device in every:
+            if not on_device:   # bounded device memory: the CPU twin, on this document's bytes alone
+                flat_h, _ = shingle_hashes_cpu(*_one_document_on_host(d_data, host_offsets, flags, d0), word_k,
+                                               char_k)
+                counts[d0] = flat_h.shape[0]
+                flats.append(cp.asarray(flat_h))
+                continue
             n = d1 - d0
             base = np.int64(host_offsets[d0])
             offs = d_offsets[d0:d1 + 1]

@@ -1,6 +1,7 @@
 """The GPU kernels at the sizes where indexing goes wrong, against their CPU twins: more documents than one launch's
 grid covers (the kernels' grid-stride loops: 2^20 blocks of 8 warps = 8.4M documents), a buffer over 2^31 bytes
-(offsets and positions past int32, a document across the 2^31 boundary), and a document larger than a batch. Each
+(offsets and positions past int32, a document across the 2^31 boundary), and a document larger than a batch (sent to
+the CPU twin, so the device scratch stays bounded by the batch; the results must not show it). Each
 needs a CUDA device and GBs of memory: they run in profiling/gpu_check.sh and skip elsewhere."""
 
 import numpy as np

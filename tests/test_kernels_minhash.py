@@ -605,3 +605,16 @@ def test_large_buffers_skip_numpy_hugepage_advice_and_restore_it():
         assert _memory._set_madvise_hugepage(True) is True
     finally:
         _memory._set_madvise_hugepage(before)
+
+
+def test_documents_larger_than_a_batch_are_set_apart():
+    """minhash_gpu / shingle_hashes_gpu send a document larger than a batch to the CPU twin (bounded device
+    scratch); the other documents keep their batches, in order, covering every document once."""
+    lens = np.array([10, 500, 20, 20, 700, 5, 0, 30])
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    batches, big = mh._device_batches(offsets, 100)
+    assert big == [(1, 2), (4, 5)]
+    covered = sorted(batches + big)
+    assert covered[0][0] == 0 and covered[-1][1] == len(lens)
+    assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+    assert all(offsets[d1] - offsets[d0] <= 100 for d0, d1 in batches)
