@@ -191,7 +191,7 @@ def candidate_sets(data, offsets, cjk, rows, params: ChainParams, device: str = 
     return (xp.concatenate(flats) if flats else xp.zeros(0, np.uint64)), set_offsets
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_rows(data, offsets, rows, out_offsets, out):
     """The CPU twin of lsh_graph._gather_segments for bytes: row rows[i]'s bytes to out[out_offsets[i]:]."""
     for i in range(rows.shape[0]):

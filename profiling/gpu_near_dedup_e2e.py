@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -89,26 +90,27 @@ def make_corpus(out: Path, gb: float, parts: int, exact: float, near: float, zh_
             rng.integers(0, pools["zh" if lang_zh else "en"][1].shape[0] - 1, edit.shape[0])
         planted.update(zip(pick.tolist(), src.tolist()))
     out.mkdir(parents=True, exist_ok=True)
+    # one pool (Chinese sentence ids after the English ones), so each part is one gather in document order
+    data = np.concatenate([pools["en"][0], pools["zh"][0]])
+    offs = np.concatenate([pools["en"][1], pools["zh"][1][1:] + pools["en"][1][-1]])
+    ids[zh] += pools["en"][1].shape[0] - 1
     bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    for p in range(parts):
+
+    def write_part(p: int) -> None:
         d0, d1 = int(bounds[p]), int(bounds[p + 1])
-        texts = []
-        for lang, mask in (("en", ~zh[d0:d1]), ("zh", zh[d0:d1])):
-            rows = ids[d0:d1][mask].reshape(-1)
-            data, offs = pools[lang]
-            sent_offsets = np.zeros(rows.shape[0] + 1, np.int64)
-            np.cumsum(offs[rows + 1] - offs[rows], out=sent_offsets[1:])
-            buf = np.empty(int(sent_offsets[-1]), np.uint8)
-            _gather_rows(data, offs, rows, sent_offsets, buf)
-            doc_offsets = np.ascontiguousarray(sent_offsets[::SENTENCES_PER_DOC])
-            texts.append((np.flatnonzero(mask) + d0, buf, doc_offsets))
-        order = np.concatenate([t[0] for t in texts])
-        arrays = [pa.LargeStringArray.from_buffers(len(t[0]), pa.py_buffer(t[2]), pa.py_buffer(t[1]))
-                  for t in texts]
-        text = pa.concat_arrays(arrays).take(pa.array(np.argsort(order, kind="stable")))
+        rows = ids[d0:d1].reshape(-1)
+        sent_offsets = np.zeros(rows.shape[0] + 1, np.int64)
+        np.cumsum(offs[rows + 1] - offs[rows], out=sent_offsets[1:])
+        buf = np.empty(int(sent_offsets[-1]), np.uint8)
+        _gather_rows(data, offs, rows, sent_offsets, buf)
+        doc_offsets = np.ascontiguousarray(sent_offsets[::SENTENCES_PER_DOC])
+        text = pa.LargeStringArray.from_buffers(d1 - d0, pa.py_buffer(doc_offsets), pa.py_buffer(buf))
         table = pa.table({"doc_index": np.arange(d0, d1, dtype=np.int64), "text": text,
                           "lang": pa.array(np.where(zh[d0:d1], "zh", "en"))})
         pq.write_table(table, out / f"part-{p:05d}.parquet", compression="none", row_group_size=1 << 16)
+
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:   # the gather and the writer release the GIL
+        list(pool.map(write_part, range(parts)))
     return planted
 
 
