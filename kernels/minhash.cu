@@ -9,6 +9,9 @@
 //   minhash_signatures_*  one block per document, one thread per permutation: the shingle hashes
 //                         H_i = fmix64(S_i ^ kk), S_i = sum_r u_{i+r} BS^(kk-1-r), a tile at a time
 //                         into shared memory, then sig_j = min_i (a_j * (H_i mod p) + b_j) mod p.
+//   minhash_progression_* the signatures again, for progression permutations (the default): one
+//                         multiplication per shingle per MH_PPT permutations, chunks of a document on
+//                         many blocks (see below); minhash_gpu picks it when (a, b) are progressions.
 //   minhash_shingles_*    one block per document: H_i itself, flat (shingle_hashes_cpu's values).
 //
 // Segmentation without a sequential decode. UTF-8 resynchronises: byte i starts a code point
@@ -150,6 +153,94 @@ __device__ __forceinline__ void signature_blocks(
     }
 }
 
+// Progression permutations (a_j = a0 + j*da, b_j = b0 + j*db mod p, as minhash_permutations makes
+// them): v_j(h) = (a_j*h + b_j) mod p = v_0(h) + j*w(h) with w(h) = (da*h + db) mod p, exactly. So a
+// thread covering MH_PPT consecutive permutations pays one multiplication per shingle (its first
+// v_j) and MH_PPT - 1 modular additions, where minhash_signatures_* pays MH_PPT multiplications.
+// Work items are chunks of MH_CHUNK shingles of one document (chunk_doc, chunk_first), so a long
+// document spreads over many blocks; each block writes its minima with atomicMin into `out`, which
+// the caller fills with EMPTY first (a document without shingles keeps it). Per chunk: the block
+// turns its shingles into (v_0, w) in shared memory, then `ranges` = ceil(num_perm / MH_PPT)
+// permutation ranges x `groups` = blockDim / ranges shingle subsets (i = g, g + groups, ...) run;
+// with groups > 1 the minima meet in shared memory (red) before one atomicMin per permutation.
+#define MH_PPT 8
+#define MH_CHUNK 1024
+
+template <typename OffT>
+__device__ __forceinline__ void progression_chunks(
+    const OffT* __restrict__ offsets, long long base, const unsigned char* __restrict__ cjk,
+    const u64* __restrict__ units, const long long* __restrict__ n_units,
+    const long long* __restrict__ chunk_doc, const long long* __restrict__ chunk_first, long long n_chunks,
+    u64 a0, u64 b0, u64 da, u64 db, int num_perm, int word_k, int char_k, const u64* __restrict__ params,
+    u64* __restrict__ out) {
+    __shared__ u64 v0s[MH_CHUNK];
+    __shared__ u64 ws[MH_CHUNK];
+    __shared__ u64 red[MH_MAX_BLOCK * MH_PPT];
+    const u64 bs = params[1];
+    const int nt = blockDim.x;
+    const int ranges = (num_perm + MH_PPT - 1) / MH_PPT;
+    const int groups = ranges >= nt ? 1 : nt / ranges;
+
+    // `c` is block-uniform, so every __syncthreads below is reached by the whole block.
+    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        const long long doc = chunk_doc[c], first = chunk_first[c];
+        const u64* u = units + ((long long)offsets[doc] - base);
+        const long long m = n_units[doc];
+        const int k = cjk[doc] ? char_k : word_k;
+        const int kk = m < (long long)k ? (int)m : k;
+        const long long n_sh = m == 0 ? 0 : m - kk + 1;
+        const int count = (int)(n_sh - first < MH_CHUNK ? n_sh - first : MH_CHUNK);
+        __syncthreads();  // the last item's tile and minima are no longer read
+        for (int i = threadIdx.x; i < count; i += nt) {
+            u64 acc = 0;
+            for (int r = 0; r < kk; ++r) acc = addmod61(mulmod61(acc, bs), u[first + i + r]);
+            const u64 h = reduce61(fmix64(acc ^ (u64)kk));
+            v0s[i] = addmod61(mulmod61(a0, h), b0);
+            ws[i] = addmod61(mulmod61(da, h), db);
+        }
+        __syncthreads();
+        const int g = groups > 1 ? threadIdx.x / ranges : 0;
+        const int r_first = groups > 1 ? threadIdx.x % ranges : threadIdx.x;
+        const int r_step = groups > 1 ? ranges : nt;
+        for (int r = r_first; g < groups && r < ranges; r += r_step) {
+            const u64 j0 = (u64)r * MH_PPT;
+            u64 lo[MH_PPT];
+#pragma unroll
+            for (int q = 0; q < MH_PPT; ++q) lo[q] = MERSENNE61;
+            for (int i = g; i < count; i += groups) {
+                const u64 w = ws[i];
+                u64 v = addmod61(v0s[i], mulmod61(w, j0));
+#pragma unroll
+                for (int q = 0; q < MH_PPT; ++q) {
+                    lo[q] = v < lo[q] ? v : lo[q];
+                    v = addmod61(v, w);
+                }
+            }
+            if (groups > 1) {
+#pragma unroll
+                for (int q = 0; q < MH_PPT; ++q) red[(g * ranges + r) * MH_PPT + q] = lo[q];
+            } else {
+#pragma unroll
+                for (int q = 0; q < MH_PPT; ++q)
+                    if (j0 + q < (u64)num_perm)
+                        atomicMin((unsigned long long*)&out[doc * num_perm + (long long)j0 + q],
+                                  (unsigned long long)lo[q]);
+            }
+        }
+        if (groups > 1) {
+            __syncthreads();
+            for (int j = threadIdx.x; j < num_perm; j += nt) {
+                u64 best = MERSENNE61;
+                for (int gg = 0; gg < groups; ++gg) {
+                    const u64 x = red[gg * ranges * MH_PPT + j];
+                    best = x < best ? x : best;
+                }
+                atomicMin((unsigned long long*)&out[doc * num_perm + j], (unsigned long long)best);
+            }
+        }
+    }
+}
+
 // The shingle base hashes themselves (shingle_hashes_cpu's H_i, not reduced mod p), for the exact
 // Jaccard check on the device: one block per document, thread i writes H_i at out[out_offsets[doc] + i]
 // (out_offsets: the batch's prefix sum of shingle counts, from n_units). Same windows as above.
@@ -229,4 +320,24 @@ extern "C" __global__ void minhash_shingles_i64(
     const long long* __restrict__ out_offsets, u64* __restrict__ out) {
     shingle_blocks<long long>(offsets, n_docs, base, cjk, units, n_units, word_k, char_k, params,
                               out_offsets, out);
+}
+
+extern "C" __global__ void minhash_progression_i32(
+    const int* __restrict__ offsets, long long base, const unsigned char* __restrict__ cjk,
+    const u64* __restrict__ units, const long long* __restrict__ n_units,
+    const long long* __restrict__ chunk_doc, const long long* __restrict__ chunk_first, long long n_chunks,
+    u64 a0, u64 b0, u64 da, u64 db, int num_perm, int word_k, int char_k, const u64* __restrict__ params,
+    u64* __restrict__ out) {
+    progression_chunks<int>(offsets, base, cjk, units, n_units, chunk_doc, chunk_first, n_chunks, a0, b0, da,
+                            db, num_perm, word_k, char_k, params, out);
+}
+
+extern "C" __global__ void minhash_progression_i64(
+    const long long* __restrict__ offsets, long long base, const unsigned char* __restrict__ cjk,
+    const u64* __restrict__ units, const long long* __restrict__ n_units,
+    const long long* __restrict__ chunk_doc, const long long* __restrict__ chunk_first, long long n_chunks,
+    u64 a0, u64 b0, u64 da, u64 db, int num_perm, int word_k, int char_k, const u64* __restrict__ params,
+    u64* __restrict__ out) {
+    progression_chunks<long long>(offsets, base, cjk, units, n_units, chunk_doc, chunk_first, n_chunks, a0, b0,
+                                  da, db, num_perm, word_k, char_k, params, out);
 }

@@ -77,6 +77,7 @@ GPU_BATCH_BYTES = 128 << 20  # text per launch pair: the GPU scratch is 8 bytes 
 _GPU_UNITS_BLOCK = 256  # units kernel: one warp per document, 8 per block
 _GPU_MAX_BLOCKS = 1 << 20  # both kernels loop over documents, so the grid can be capped
 _GPU_MAX_SIG_BLOCK = 256  # must match MH_MAX_BLOCK in minhash.cu
+_GPU_CHUNK = 1024  # shingles per work item of minhash_progression_*: must match MH_CHUNK in minhash.cu
 
 _SEP_TABLE = np.zeros(128, dtype=np.uint8)
 _SEP_TABLE[list(ASCII_SEPARATORS)] = 1
@@ -712,6 +713,8 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
     module = raw_module("minhash.cu")
     units_kernel = module.get_function(f"minhash_units_{suffix}")
     sig_kernel = module.get_function(f"minhash_signatures_{suffix}")
+    steps = _progression_steps(a, b)   # progressions (the default): the kernel that adds where it multiplied
+    prog_kernel = module.get_function(f"minhash_progression_{suffix}") if steps is not None else None
 
     batches, oversize = _device_batches(host_offsets, batch_bytes)
     for d0, _ in oversize:   # bounded device memory: the CPU twin, on this document's bytes alone
@@ -732,10 +735,33 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
             offs = d_offsets[d0:d1 + 1]
             units_kernel((min(-(-n // docs_per_units_block), _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
                          (d_data, offs, np.int64(n), base, flags[d0:d1], params, units, n_units))
-            sig_kernel((min(n, _GPU_MAX_BLOCKS),), (sig_block,),
-                       (offs, np.int64(n), base, flags[d0:d1], units, n_units, d_a, d_b,
-                        np.int32(num_perm), np.int32(word_k), np.int32(char_k), params, out[d0:d1]))
+            if prog_kernel is None:
+                sig_kernel((min(n, _GPU_MAX_BLOCKS),), (sig_block,),
+                           (offs, np.int64(n), base, flags[d0:d1], units, n_units, d_a, d_b,
+                            np.int32(num_perm), np.int32(word_k), np.int32(char_k), params, out[d0:d1]))
+                continue
+            # work items: chunks of _GPU_CHUNK shingles, (document, first shingle), from the unit counts
+            per_doc = -(-_shingle_counts(n_units[:n], flags[d0:d1], word_k, char_k) // _GPU_CHUNK)
+            ends = cp.cumsum(per_doc)
+            total = int(ends[-1])   # one sync a batch: the number of work items
+            out[d0:d1].fill(EMPTY)   # the kernel lowers it with atomicMin; no shingle: stays EMPTY
+            if total:
+                item = cp.arange(total, dtype=cp.int64)
+                chunk_doc = cp.searchsorted(ends, item, side="right")
+                chunk_first = (item - (ends - per_doc)[chunk_doc]) * _GPU_CHUNK
+                prog_kernel((min(total, _GPU_MAX_BLOCKS),), (_GPU_MAX_SIG_BLOCK,),
+                            (offs, base, flags[d0:d1], units, n_units, chunk_doc, chunk_first, np.int64(total),
+                             np.uint64(a[0]), np.uint64(b[0]), np.uint64(steps[0]), np.uint64(steps[1]),
+                             np.int32(num_perm), np.int32(word_k), np.int32(char_k), params, out[d0:d1]))
     return out
+
+
+def _shingle_counts(n_units, flags, word_k: int, char_k: int):
+    """Shingles per document from its unit count m (step 5: windows of min(m, k) units; none without units), in
+    the arrays' module (the GPU's unit counts stay on the device)."""
+    k = (flags != 0).astype(np.int64) * (char_k - word_k) + word_k   # per document, by its mode
+    kk = n_units - (n_units - k) * (n_units > k)                     # min(m, k)
+    return (n_units - kk + 1) * (n_units > 0)
 
 
 def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, distinct: bool = False,
@@ -782,10 +808,7 @@ def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, 
             offs = d_offsets[d0:d1 + 1]
             units_kernel((min(-(-n // docs_per_units_block), _GPU_MAX_BLOCKS),), (_GPU_UNITS_BLOCK,),
                          (d_data, offs, np.int64(n), base, flags[d0:d1], params, units, n_units))
-            m = n_units[:n]
-            k = (flags[d0:d1] != 0).astype(cp.int64) * (char_k - word_k) + word_k   # per document, by its mode
-            kk = cp.minimum(m, k)
-            counts[d0:d1] = (m - kk + 1) * (m > 0)   # windows of kk units; none without units
+            counts[d0:d1] = _shingle_counts(n_units[:n], flags[d0:d1], word_k, char_k)
             batch_offsets = cp.zeros(n + 1, dtype=cp.int64)
             cp.cumsum(counts[d0:d1], out=batch_offsets[1:])
             total = int(batch_offsets[-1])   # one sync a batch: the size of its output

@@ -3,7 +3,9 @@
 Synthetic corpora (English word shingles, Chinese character shingles; ~2 KB and ~200 B documents),
 num_perm=128, default shingle lengths:
   numba     minhash_cpu, all numba threads (compile excluded)
-  gpu       minhash_gpu on device buffers when CuPy sees a device: CUDA events around the call
+  gpu       minhash_gpu on device buffers when CuPy sees a device: CUDA events around the call (the default
+            permutations are progressions: minhash_progression_*; a second row times random (a, b), which
+            run minhash_signatures_*, one multiplication per permutation and shingle)
             (compile excluded; includes the host's batch planning from numpy offsets); the
             host-to-device copy of the buffers is timed on its own line
 Reports seconds, MB/s, docs/s and GPU/CPU ratio; every GPU result is compared with the CPU's.
@@ -100,6 +102,8 @@ def _time_gpu(data, offsets, cjk, a, b, repeat):
 
 def bench(n_docs: int, repeat: int) -> bool:
     a, b = mh.minhash_permutations(NUM_PERM, seed=0)
+    gen = np.random.default_rng(0)
+    ga, gb = gen.integers(1, mh.P61, NUM_PERM, dtype=np.uint64), gen.integers(0, mh.P61, NUM_PERM, dtype=np.uint64)
     gpu = mh.gpu_available()
     header = (f"{'corpus':<18} {'method':<22} {'seconds':>9} {'MB/s':>9} {'docs/s':>11} "
               f"{'x numba':>8}")
@@ -124,8 +128,14 @@ def bench(n_docs: int, repeat: int) -> bool:
             same = bool((gpu_out == cpu_out).all())
             ok &= same
             row("  host->device copy", h2d, cpu_secs, "pageable numpy -> device")
-            row("GPU minhash_gpu", secs, cpu_secs, "bit-identical to CPU" if same else
-                "MISMATCH vs CPU")
+            row("GPU minhash_gpu", secs, cpu_secs, ("bit-identical to CPU" if same else "MISMATCH vs CPU")
+                + " (progression kernel)")
+            # the same with (a, b) that are no progression: minhash_signatures_*, a multiply per permutation
+            _, g_secs, g_out = _time_gpu(data, offsets, cjk, ga, gb, repeat)
+            g_same = bool((g_out == mh.minhash_cpu(data, offsets, cjk, ga, gb)).all())
+            ok &= g_same
+            row("GPU general (a, b)", g_secs, cpu_secs, ("bit-identical to CPU" if g_same else "MISMATCH vs CPU")
+                + f"; progression kernel {g_secs / secs:.2f}x faster")
     return ok
 
 

@@ -91,6 +91,10 @@ def main() -> int:
         a, b = mh.minhash_permutations(128, 3)
         sig = mh.minhash_gpu(d_data, d_offsets, d_cjk, a, b)
         same("minhash signatures (128)", [sig], [mh.minhash_cpu(data, offsets, cjk, a, b)])
+        gen = np.random.default_rng(1)   # any (a, b): the general signature kernel
+        ga, gb = gen.integers(1, mh.P61, 64, dtype=np.uint64), gen.integers(0, mh.P61, 64, dtype=np.uint64)
+        same("minhash signatures, general (a, b)", [mh.minhash_gpu(d_data, d_offsets, d_cjk, ga, gb)],
+             [mh.minhash_cpu(data, offsets, cjk, ga, gb)])
         keys = mh.band_keys_array(sig[:, :120], 12, 10)
         same("band keys 12x10", [keys], [mh.minhash_cpu(data, offsets, cjk, a[:120], b[:120], bands=12, rows=10)])
         for distinct in (False, True):

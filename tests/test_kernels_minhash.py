@@ -618,3 +618,78 @@ def test_documents_larger_than_a_batch_are_set_apart():
     assert covered[0][0] == 0 and covered[-1][1] == len(lens)
     assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
     assert all(offsets[d1] - offsets[d0] <= 100 for d0, d1 in batches)
+
+
+def progression_chunks_model(flat, offsets, a0, b0, da, db, num_perm, nt, chunk, ppt=8):
+    """minhash.cu's progression_chunks, loop for loop, in Python ints: work items of `chunk` shingles, per item
+    `ranges` permutation ranges x `groups` shingle subsets of a block of `nt` threads, their minima met in `red`
+    (groups > 1) or lowered into `out` directly (groups == 1). Starts from the shingle hashes H (the kernel
+    computes them from the units the same way: test_gpu_segmentation_model_matches_the_definition)."""
+    n = len(offsets) - 1
+    out = [[P] * num_perm for _ in range(n)]                     # filled with EMPTY first
+    ranges = -(-num_perm // ppt)
+    groups = 1 if ranges >= nt else nt // ranges
+    items = [(d, f) for d in range(n) for f in range(0, int(offsets[d + 1] - offsets[d]), chunk)]
+    for doc, first in items:
+        hs = [int(h) % P for h in flat[offsets[doc] + first:offsets[doc + 1]][:chunk]]
+        v0s = [(a0 * h + b0) % P for h in hs]
+        ws = [(da * h + db) % P for h in hs]
+        red = {}
+        for t in range(nt):
+            g = t // ranges if groups > 1 else 0
+            r = t % ranges if groups > 1 else t
+            while g < groups and r < ranges:
+                j0 = r * ppt
+                lo = [P] * ppt
+                for i in range(g, len(hs), groups):
+                    v = (v0s[i] + ws[i] * j0) % P
+                    for q in range(ppt):
+                        lo[q] = min(lo[q], v)
+                        v = (v + ws[i]) % P
+                for q in range(ppt):
+                    if groups > 1:
+                        red[(g * ranges + r) * ppt + q] = lo[q]
+                    elif j0 + q < num_perm:
+                        out[doc][j0 + q] = min(out[doc][j0 + q], lo[q])
+                r += ranges if groups > 1 else nt
+        if groups > 1:
+            for j in range(num_perm):
+                out[doc][j] = min(out[doc][j], min(red[gg * ranges * ppt + j] for gg in range(groups)))
+    return np.array(out, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("num_perm,nt,chunk", [(128, 256, 1024), (20, 8, 7), (40, 4, 3), (1, 16, 5), (9, 2, 4)])
+def test_gpu_progression_kernel_model_matches_the_cpu(num_perm, nt, chunk):
+    """The progression kernel's work split (chunks of a document, permutation ranges x shingle groups, the
+    shared-memory meeting of minima, atomicMin) gives the CPU twin's signatures, for both of its paths
+    (groups > 1 and groups == 1) and chunks that cut documents."""
+    rng = random.Random(num_perm + nt)
+    docs, cjk = _mixed(rng, 60, 60)
+    docs += [b"", random_text(rng, 400).encode()]
+    cjk = np.concatenate([cjk, [0, 0]]).astype(np.uint8)
+    data, offsets = buffers_of(docs)
+    a, b = mh.minhash_permutations(num_perm, 5)
+    da, db = mh._progression_steps(a, b)
+    flat, offs = mh.shingle_hashes_cpu(data, offsets, cjk)
+    got = progression_chunks_model(flat, offs, int(a[0]), int(b[0]), da, db, num_perm, nt, chunk)
+    assert (got == mh.minhash_cpu(data, offsets, cjk, a, b)).all()
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("num_perm", [16, 4096])
+def test_gpu_both_signature_kernels_agree_with_the_cpu(num_perm):
+    """minhash_gpu runs minhash_progression_* for progression permutations (4096: more ranges than threads, the
+    groups == 1 path) and minhash_signatures_* for any other (a, b); long documents span many work items."""
+    import cupy as cp
+
+    rng = random.Random(23)
+    docs, cjk = _mixed(rng, 400 if num_perm > 1000 else 1500, 80)
+    docs += [random_text(rng, 30_000).encode(), ("数据清洗" * 3000).encode()]   # > 1 work item of 1024 shingles
+    cjk = np.concatenate([cjk, [0, 1]]).astype(np.uint8)
+    data, offsets = buffers_of(docs)
+    gen = np.random.default_rng(23)
+    general = (gen.integers(1, P, size=num_perm, dtype=np.uint64), gen.integers(0, P, size=num_perm, dtype=np.uint64))
+    for a, b in (mh.minhash_permutations(num_perm, 9), general):
+        got = mh.minhash_gpu(cp.asarray(data), cp.asarray(offsets), cp.asarray(cjk), a, b).get()
+        assert np.array_equal(got, mh.minhash_cpu(data, offsets, cjk, a, b))
