@@ -1,21 +1,20 @@
-"""The LSH graph of near dedup in array operations, one code for numpy and CuPy: the (band, hash, doc) rows of the
-band buckets → star edges → (exact Jaccard check) → connected components. On the GPU it runs where the band keys are (device sorts and
-scatters, no host round trip); on the CPU its numpy form is the twin the tests hold equal to the numba path that
-the fuzzy_dedup stage runs there (gpupipe/stages/fuzzy/edges.py, components.py), value for value:
+"""The LSH graph of near dedup, one code for numpy and CuPy: the (band, hash, doc) rows of the band buckets → star
+edges → (exact Jaccard check) → connected components. Array forms (what the GPU runs, where the band keys are:
+device sorts and scatters, no host round trip):
 
   star_edges_array    documents sharing a (band, hash) bucket → an edge from the bucket's smallest doc to each
                       other member; each pair once, u < v, sorted by (u, v)
   distinct_sets_array flat shingle hashes + offsets → each document's set: sorted, each hash once (the numba
                       twin: minhash.shingle_hashes_cpu(distinct=True))
-  jaccard_array       per edge, |A ∩ B| / |A ∪ B| of two documents' sets (the twin: fuzzy/verify._jaccard), by one
-                      sort of both sets tagged with the edge: equal neighbours are the intersection
+  jaccard_array       per edge, |A ∩ B| / |A ∪ B| of two documents' sets, by one sort of both sets tagged with the
+                      edge: equal neighbours are the intersection
   components_array    edges → (doc, cluster) for every doc on an edge, cluster = the smallest doc of its component
                       (min-label propagation with pointer jumping: labels only fall, so it ends, in at most
                       about log2(diameter) rounds of jumps per propagation step)
 
-The array forms are what the GPU runs; on the CPU they are the reference, and the numba twins below run instead
-(a hash table per band, one merge per pair, union-find: 7-35x faster than sorts on two cores). The dispatchers
-pick by the module of their input arrays (CuPy arrays: the GPU, array forms; numpy: the numba twins):
+On the CPU the numba twins below run instead (a hash table per band, one merge per pair, union-find: 7-35x faster
+than sorts on two cores), and the array forms' numpy runs are what the tests hold them equal to. The dispatchers
+pick by the module of their input arrays (CuPy: the array forms; numpy: the numba twins):
 
   star_edges_rows(band, hashes, doc), star_edges_keys(keys, doc), jaccard(flat, offsets, ia, ib), components(u, v)
 
@@ -354,5 +353,5 @@ def components(u, v):
     return nodes, nodes[root]
 
 
-__all__ = ["on_device", "to_host", "star_edges_array", "distinct_sets_array", "jaccard_array", "components_array", "star_edges_rows",
-           "star_edges_keys", "jaccard", "components", "unique_pairs"]
+__all__ = ["on_device", "to_host", "star_edges_array", "distinct_sets_array", "jaccard_array", "components_array",
+           "star_edges_rows", "star_edges_keys", "jaccard", "components", "unique_pairs"]

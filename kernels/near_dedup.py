@@ -1,10 +1,10 @@
 """Near dedup's whole chain in one code for numpy and CuPy: text buffers → MinHash band keys → band buckets and star
 edges → exact Jaccard check of the candidate pairs → connected components. With device="gpu" every step runs where
 the band keys are made (the text goes to the device once; the only host syncs are array sizes), and only the
-(doc, cluster) pairs of documents on a kept edge come back; with device="cpu" the same array code runs on numpy,
-with the numba twins of the kernels (signatures folded into band keys, shingle hashes, bucket tables, pair merges,
-union-find; kernels/lsh_graph.py dispatches by the arrays' module). Both give the same
-clusters, value for value (tests/test_kernels_near_dedup.py; the GPU row in profiling/gpu_check.sh).
+(doc, cluster) pairs of documents on a kept edge come back; with device="cpu" the same steps run on numpy
+arrays, through the numba twins of the kernels (signatures folded into band keys, shingle hashes, bucket tables, pair
+merges, union-find; kernels/lsh_graph.py dispatches by the arrays' module). Both give the same clusters, value for
+value (tests/test_kernels_near_dedup.py; the GPU row in profiling/gpu_check.sh).
 
   near_duplicate_clusters   the chain; `timer(step)` (a context manager factory) times each step
   ChainParams               its parameters: the LSH shape, the seed, the shingle lengths, the threshold
@@ -237,4 +237,5 @@ def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: s
     return u[keep], v[keep]
 
 
-__all__ = ["ChainParams", "near_duplicate_clusters", "device_band_keys", "verified_edges", "candidate_sets", "same_bytes"]
+__all__ = ["ChainParams", "near_duplicate_clusters", "device_band_keys", "verified_edges", "candidate_sets",
+           "same_bytes"]

@@ -117,8 +117,8 @@ def main() -> int:
         same("jaccard", [lg.jaccard(cp.asarray(flat), cp.asarray(offs), cp.asarray(ia), cp.asarray(ib))],
              [lg.jaccard(flat, offs, ia, ib)])
         stream.synchronize()
-    print(f"{len(failures)} of {len(checks)} checks failed ({args.mb:g} MB, {len(cjk)} documents, stream {args.stream}, "
-          f"pool {args.pool})")
+    print(f"{len(failures)} of {len(checks)} checks failed ({args.mb:g} MB, {len(cjk)} documents, "
+          f"stream {args.stream}, pool {args.pool})")
     return 1 if failures else 0
 
 

@@ -30,7 +30,7 @@ The CUDA kernel ranges (text_hash, minhash, ngram_hash) come through CuPy: the d
   gpupipe/pack                       the whole packing loop (stream, blocks, shards)
   gpupipe/kernel/text_hash           128-bit document hash kernel (exact_dedup keys on the GPU)
   gpupipe/kernel/minhash             MinHash kernels, all batches of one call (fuzzy_dedup sign)
-  gpupipe/kernel/shingles            shingle-hash kernels, all batches of one call (near dedup's Jaccard check on the GPU)
+  gpupipe/kernel/shingles            shingle-hash kernels, all batches of one call (Jaccard check on the GPU)
   gpupipe/kernel/ngram_hash          n-gram hash lookup kernels (decontaminate)
   gpupipe/kernel/suffix_array        suffix array of one group's bytes (CPU; substring_dedup)
   gpupipe/kernel/lcp                 LCP array of one group's bytes (CPU; substring_dedup)

@@ -16,7 +16,8 @@ from gpupipe.kernels import minhash as mh
 from gpupipe.kernels import near_dedup as nd
 from gpupipe.kernels.text_hash import gpu_available
 
-PARAMS = nd.ChainParams(bands=16, rows=3, seed=7, word_k=5, char_k=3, threshold=0.6)   # a loose LSH shape: many candidate pairs below the threshold
+# a loose LSH shape: many candidate pairs below the threshold, for the Jaccard check to cut
+PARAMS = nd.ChainParams(bands=16, rows=3, seed=7, word_k=5, char_k=3, threshold=0.6)
 
 
 def _edit(rng: random.Random, doc: bytes) -> bytes:
@@ -36,7 +37,8 @@ def _edit(rng: random.Random, doc: bytes) -> bytes:
 
 def _documents(seed: int, count: int = 240):
     rng = random.Random(seed)
-    fixed = ["", "one", "😀", "数据", " ,.!", "one two three four five six", "数据清洗是预训练语料处理的关键步骤"]
+    fixed = ["", "one", "😀", "数据", " ,.!", "one two three four five six",
+             "数据清洗是预训练语料处理的关键步骤"]
     base = kernel_text.corpus(rng, count, 80, fixed, word_share=0.55)
     docs = base + [_edit(rng, d) for d in rng.sample(base, count // 2)] + rng.sample(base, count // 8)
     rng.shuffle(docs)
