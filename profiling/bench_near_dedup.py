@@ -10,9 +10,7 @@ CORPUS lines are {"id", "lang", "text"}.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import json
 import time
 
 import numpy as np
@@ -20,15 +18,10 @@ import pandas as pd
 
 
 def load(path: str, docs: int) -> pd.DataFrame:
-    opener = gzip.open if path.endswith(".gz") else open
-    rows = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            rows.append({"text": r["text"], "lang": r.get("lang") or ""})
-            if docs and len(rows) >= docs:
-                break
-    df = pd.DataFrame(rows)
+    """The corpus as bench_minhash.py reads it (text, lang), with doc_index."""
+    from bench_minhash import load_corpus   # this folder is on sys.path when a script here runs
+
+    df = pd.DataFrame(load_corpus(path, docs), columns=["text", "lang"])
     df["doc_index"] = np.arange(len(df), dtype=np.int64)
     return df
 
