@@ -217,6 +217,28 @@ def load_trafilatura_tests(root: Path, limit: int | None) -> tuple[pd.DataFrame,
     return df.assign(doc_index=range(len(df))), {r["id"]: truth[r["id"]] for r in rows}
 
 
+def load_trafilatura_eval(root: Path, limit: int | None) -> tuple[pd.DataFrame, dict]:
+    """trafilatura's evaluation set (its git repository, not its sdists: tests/evaldata.json with the pages in
+    tests/eval/ and tests/cache/): 990 real pages of every kind, each with up to 6 snippets the main text must
+    contain ("with") and up to 6 it must not ("without"), written by hand for trafilatura's own benchmark
+    (tests/evaluate.py). Same form as load_trafilatura_tests; no kinds are given (kind "page")."""
+    from gpupipe.io.charset import decode_html
+
+    tests = root / "tests" if (root / "tests").is_dir() else root
+    data = json.loads((tests / "evaldata.json").read_text(encoding="utf-8"))
+    rows, truth = [], {}
+    for url in sorted(data)[:limit]:
+        item = data[url]
+        path = next((p for p in (tests / "cache" / item["file"], tests / "eval" / item["file"]) if p.is_file()),
+                    None)
+        if path is None:
+            raise SystemExit(f"{url}: page {item['file']} not found under {tests}/cache or {tests}/eval")
+        truth[url] = {"url": url, "want": item["with"], "avoid": item["without"], "kind": "page", "lang": "?"}
+        rows.append({"id": url, "url": url, "html": decode_html(path.read_bytes()).text})
+    df = pd.DataFrame(rows)
+    return df.assign(doc_index=range(len(df))), truth
+
+
 _WS = re.compile(r"\s+")
 W = 26   # the name column, widened for --also rows
 
@@ -229,6 +251,20 @@ def snippet_scores(t: dict, pred: str | None) -> tuple[float, float, bool]:
     want = [_WS.sub(" ", w) in text for w in t["want"]]
     avoid = [_WS.sub(" ", a) not in text for a in t["avoid"]]
     return (float(np.mean(want)) if want else 1.0, float(np.mean(avoid)) if avoid else 1.0, all(want + avoid))
+
+
+def snippet_counts(t: dict, pred: str | None) -> tuple[int, int, int, int]:
+    """(wanted snippets found, unwanted snippets found, wanted, unwanted) on one page."""
+    text = _WS.sub(" ", pred or "")
+    return (sum(_WS.sub(" ", w) in text for w in t["want"]), sum(_WS.sub(" ", a) in text for a in t["avoid"]),
+            len(t["want"]), len(t["avoid"]))
+
+
+def snippet_f1(found: np.ndarray) -> tuple[float, float, float]:
+    """precision, recall, F1 over pages' snippet counts (columns: wanted found, unwanted found, wanted, unwanted)."""
+    tp, fp, n_want = found[:, 0].sum(), found[:, 1].sum(), found[:, 2].sum()
+    p, r = tp / max(1, tp + fp), tp / max(1, n_want)
+    return p, r, 2 * tp / max(1, tp + fp + n_want)
 
 
 def time_rows(pages: pd.DataFrame, args) -> tuple[dict, dict, dict]:
@@ -255,11 +291,10 @@ def time_rows(pages: pd.DataFrame, args) -> tuple[dict, dict, dict]:
     return preds, cpu, wall
 
 
-def bench_snippets(root: Path, args) -> None:
-    pages, truth = load_trafilatura_tests(root, args.pages)
+def bench_snippets(root: Path, args, pages: pd.DataFrame, truth: dict, what: str) -> None:
     tune = np.arange(len(pages)) % 2 == 0
     n_want, n_avoid = sum(len(t["want"]) for t in truth.values()), sum(len(t["avoid"]) for t in truth.values())
-    print(f"{len(pages)} pages from {root} (trafilatura's real-world tests: {n_want} wanted and {n_avoid} unwanted "
+    print(f"{len(pages)} pages from {root} ({what}: {n_want} wanted and {n_avoid} unwanted "
           f"snippets); tune half = even-indexed pages ({tune.sum()}), held-out half = odd-indexed ({(~tune).sum()})")
     preds, cpu, wall = time_rows(pages, args)
     print("score = per page, the mean of (share of wanted snippets found, share of unwanted snippets absent), averaged "
@@ -281,6 +316,15 @@ def bench_snippets(root: Path, args) -> None:
             d = per_page[name] - per_page["trafilatura defaults"]
             print(f"{name} vs trafilatura defaults: score {d.mean():+.4f} (tune {d[tune].mean():+.4f}, held-out "
                   f"{d[~tune].mean():+.4f}), {len(pages) / cpu[name] / ref_speed:.1f}x the pages/s per core")
+    print("\nsnippet counts over all pages, as trafilatura's tests/evaluate.py scores its set (a wanted snippet found is "
+          "a true positive, an unwanted one found a false positive): precision, recall, F1 of all / tune / held-out")
+    print(f"{'extractor':<{W}}{'precision':>10}{'recall':>8}{'F1':>8}{'F1 tune':>9}{'F1 held':>9}")
+    for name in preds:
+        c = np.array([snippet_counts(truth[k], preds[name].get(k)) for k in ids])
+        f = [snippet_f1(c[m]) for m in (slice(None), tune, ~tune)]
+        print(f"{name:<{W}}{f[0][0]:>10.4f}{f[0][1]:>8.4f}{f[0][2]:>8.4f}{f[1][2]:>9.4f}{f[2][2]:>9.4f}")
+    if all(t["kind"] == "page" for t in truth.values()):
+        return
     groups = [(kind, [truth[k]["kind"] == kind for k in ids]) for kind in list(SNIPPET_KINDS) + ["blog"]]
     groups += [("English", [truth[k]["lang"] == "en" for k in ids]), ("not English", [truth[k]["lang"] != "en"
                                                                                        for k in ids])]
@@ -334,6 +378,9 @@ def main() -> None:
     ap.add_argument("--trafilatura-tests", type=Path, default=None, metavar="SDIST_DIR",
                     help="also score trafilatura's real-world test pages against their must/must-not snippets: an "
                     "unpacked sdist (pip download --no-deps --no-binary :all: trafilatura==1.1.0; tar xzf)")
+    ap.add_argument("--trafilatura-eval", type=Path, default=None, metavar="REPO_DIR",
+                    help="also score trafilatura's evaluation set (990 pages with wanted/unwanted snippets): a copy "
+                    "of its git repository's tests/ (evaldata.json, eval/, cache/)")
     ap.add_argument("--also", action="append", default=[], metavar="KEY=VALUE,...",
                     help="one more row: the Extract stage with these config fields (e.g. extractor=fast,"
                     "include_comments=true); repeatable")
@@ -342,8 +389,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="time each row this many times (interleaved), keep the "
                     "fastest")
     args = ap.parse_args()
-    if not args.data_dir and args.newspaper4k is None and args.trafilatura_tests is None:
-        ap.error("give a DATA_DIR, --newspaper4k or --trafilatura-tests")
+    if not (args.data_dir or args.newspaper4k or args.trafilatura_tests or args.trafilatura_eval):
+        ap.error("give a DATA_DIR, --newspaper4k, --trafilatura-tests or --trafilatura-eval")
     for data_dir in args.data_dir:
         bench(data_dir, args)
     if args.newspaper4k is not None:
@@ -351,7 +398,12 @@ def main() -> None:
         bench(args.newspaper4k, args, *load_newspaper4k(args.newspaper4k, args.pages))
     if args.trafilatura_tests is not None:
         print()
-        bench_snippets(args.trafilatura_tests, args)
+        bench_snippets(args.trafilatura_tests, args, *load_trafilatura_tests(args.trafilatura_tests, args.pages),
+                       "trafilatura's real-world tests")
+    if args.trafilatura_eval is not None:
+        print()
+        bench_snippets(args.trafilatura_eval, args, *load_trafilatura_eval(args.trafilatura_eval, args.pages),
+                       "trafilatura's evaluation set")
 
 
 if __name__ == "__main__":

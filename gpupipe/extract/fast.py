@@ -2,21 +2,24 @@
 the subtree with the most content-like text net of boilerplate, a third keeps that subtree's blocks less boilerplate.
 
 1. Cleaning (Lexbor, C): elements that never hold main text (script, style, nav, footer, aside, forms' controls,
-   media, hidden elements, schema.org metadata cards) are removed (an <aside> that holds half of the page's text is
-   kept: some CMSs wrap the article in one); boilerplate by class/id words (share bars,
-   related links, comment sections, captions, cookie banners, ...; camelCase names split into words) is marked,
-   unless the marked element, or all elements of its class together, hold much of the page's text (a wrapper class
-   such as `has-sidebar`; the posts of a forum thread). Elements named as an article's body ("article-body",
-   "entry-content", itemprop=articleBody) are noted.
+   media, hidden elements, schema.org metadata cards) are removed (an <aside> or <noscript> that holds half of the
+   page's text is kept: some CMSs wrap the article in one); boilerplate by class/id words (share bars,
+   related links, comment sections, captions, author bios, cookie banners, ...; camelCase names split into words) is
+   marked, unless the marked element, or all elements of its class together, hold much of the page's text (a wrapper
+   class such as `has-sidebar`; the posts of a forum thread). Elements named as an article's body ("article-body",
+   "entry-content", itemprop=articleBody) are noted, and never marked ("article-content sticky-sidebar").
 2. Blocks (one iterative walk, no recursion limit): paragraph-like elements (p, h1-h6, li, pre, blockquote, dd,
    table rows, divs with their own text, ...) become blocks with their text, link-text share, tag and ancestors.
 3. Scoring, in the way of trafilatura/jusText's text and link density: a block's value is its length (CJK characters
    weighted) when it looks like prose (long enough, few links, not inside boilerplate), negative when it looks like
    boilerplate (link-dense with little text of its own, marked containers), about zero otherwise. The main
    container is the element whose blocks sum highest (a maximum-subtree search: it widens over a split article and
-   stops at menus and link lists), narrowed to a content-named element inside it that holds most of its value.
+   stops at menus and link lists), narrowed to a content-named element inside it that holds most of its value. The
+   prose blocks just above it, up to the title, join it: a lead paragraph in a sibling of the body's element, past a
+   byline or a caption.
 4. Output: the container's blocks in document order less the boilerplate ones (short neutral lines, headings, list
-   items and repeated lines stay, as trafilatura keeps them); headings as lines of their own, table rows as cells
+   items and repeated lines stay, as trafilatura keeps them, unless they introduce a dropped block: "Read more:");
+   headings as lines of their own, table rows as cells
    joined by " | ", <pre> kept verbatim. With `comments=True` (the stage's include_comments) the readers' comments
    follow: the blocks of the repeated comment items inside a comment thread, less its reply form, titles and
    author/date lines, as trafilatura appends them; a thread without one comment of prose (a policy, "Loading...")
@@ -40,7 +43,8 @@ from selectolax.lexbor import LexborHTMLParser
 DROP_TAGS = ["script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object", "embed",
              "video", "audio", "map", "picture", "img", "button", "select", "option", "textarea", "input", "label",
              "nav", "footer", "aside", "menu", "dialog", "head", "link", "meta", "source", "track", "figure"]
-DROP_TAGS_BUT_ASIDE = [t for t in DROP_TAGS if t != "aside"]
+UNLESS_MOST = ("aside", "noscript")   # dropped unless one holds most of the page's text
+DROP_FIRST = [t for t in DROP_TAGS if t not in UNLESS_MOST]
 HIDDEN_CSS = '[hidden], [aria-hidden="true"], [style*="display:none"], [style*="display: none"], ' \
              '[style*="visibility:hidden"], [style*="visibility: hidden"]'
 
@@ -58,9 +62,11 @@ STRONG_WORDS = frozenset(
     "nav navbar navigation menu menubar footer sidebar share sharing social socials related comment comments cookie "
     "cookies consent gdpr newsletter subscribe subscription promo advert advertisement breadcrumb breadcrumbs popup "
     "modal signup login recommended recirc trending outbrain taboola disqus pagination pager toolbar masthead "
-    "copyright gallery carousel slideshow slider lightbox caption credit figcaption keypoints".split())
+    "copyright gallery carousel slideshow slider lightbox caption credit figcaption legend keypoints disclaimer "
+    "disclosure affiliate kommentar kommentare respond".split())
 STRONG_PAIRS = frozenset(tuple(p.split("-")) for p in "most-popular more-stories read-more see-also sr-only "
-                         "visually-hidden screen-reader key-points summary-box".split())
+                         "visually-hidden screen-reader key-points summary-box author-bio author-box author-card "
+                         "author-description author-section author-info about-author".split())
 WEAK_WORDS = frozenset("ads ad banner widget byline author tags topics meta popular skip print email jump timestamp "
                        "date dateline published updated rating hidden".split())
 WEAK_PAIRS = frozenset({("tag", "list")})
@@ -87,6 +93,8 @@ WEAK_CHARS = 200
 # share of the best sum is preferred to the best subtree itself (which may add teaser cards or a key-points box)
 CONTENT_SHARE = 0.5
 BOILER_WEIGHT = 0.6
+# the lead above the container is looked for across at most this many characters of boilerplate blocks
+LEAD_GAP = 300
 # a link-dense block (over half its text in links) is boilerplate unless it has this many characters of its own (a
 # list item "<a>headline</a>. Two sentences of summary." is content; trafilatura too tests link density only on
 # short elements)
@@ -183,17 +191,18 @@ def _clean(tree) -> None:
     for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
         if node.tag not in ("html", "body"):
             node.decompose()
-    # an <aside> that holds most of the page's text is the page's content (a CMS that wraps the article in one), not
-    # a sidebar: it is unwrapped rather than dropped
-    tree.strip_tags(DROP_TAGS_BUT_ASIDE)
-    asides = tree.css("aside")
-    if asides:
-        total = len(tree.body.text(deep=True, separator=" ", strip=True))
-        for node in asides:
-            if len(node.text(deep=True, separator=" ", strip=True)) >= ASIDE_SHARE * total:
-                node.unwrap()
-                break
-        tree.strip_tags(["aside"])
+    # an <aside> or <noscript> that holds most of the page's text is the page's content (a CMS that wraps the article
+    # in an aside; a Blogger template that puts the post in a noscript), not a sidebar: it is unwrapped, not dropped
+    tree.strip_tags(DROP_FIRST)
+    for tag in UNLESS_MOST:
+        found = tree.css(tag)
+        if found:
+            total = len(tree.body.text(deep=True, separator=" ", strip=True))
+            for node in found:
+                if len(node.text(deep=True, separator=" ", strip=True)) >= ASIDE_SHARE * total:
+                    node.unwrap()
+                    break
+            tree.strip_tags([tag])
 
 
 def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
@@ -212,6 +221,8 @@ def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
         strong, weak, named = _class_kinds(a)
         if (named or a.get("itemprop") == "articleBody") and node.tag not in ("html", "body"):
             content.add(node.mem_id)
+        if named:   # "article-content sticky-sidebar", "entry share": the content name wins
+            continue
         if not (strong or weak) or node.tag in ("html", "body", "main", "article"):
             continue
         n = len(node.text(deep=True, separator=" ", strip=True))
@@ -379,11 +390,31 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     named = [a for a in content & inside if sums[a] >= CONTENT_SHARE * best > 0]
     if named:
         top = min(named, key=lambda a: (depth[a], -sums[a]))
-    keep = _select([b for b in blocks if top in b.path])
+    first = next(i for i, b in enumerate(blocks) if top in b.path)
+    last = max(i for i, b in enumerate(blocks) if top in b.path)   # a subtree's blocks are contiguous
+    keep = _select(blocks[_lead(blocks, first):last + 1])
     if comments:
         keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
     return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree)
+
+
+def _lead(blocks: list[Block], first: int) -> int:
+    """Index of the first block to keep from `first` (the container's first block) back: the prose blocks just above
+    the container, where a standfirst or lead paragraph sits in a sibling of the body's element, walking back up to
+    the title (h1) across at most LEAD_GAP characters of boilerplate (bylines, captions, share bars between them)."""
+    lo, gap = first, 0
+    for i in range(first - 1, -1, -1):
+        b = blocks[i]
+        if b.tag == "h1":
+            break
+        if b.value > 0:
+            lo = i
+        elif b.boiler or b.value < -5.0:
+            gap += len(b.text)
+            if gap > LEAD_GAP:
+                break
+    return lo
 
 
 def _select(blocks: list[Block]) -> list[Block]:
@@ -391,7 +422,12 @@ def _select(blocks: list[Block]) -> list[Block]:
     short lines) that sit in the container, as trafilatura keeps them; link-dense and marked blocks are dropped.
     Repeated lines are kept (the article repeats them; line-level dedup is a later stage's job): dropping them cost
     F1 on the tune half."""
-    return [b for b in blocks if b.value > 0 or (b.value >= -5.0 and not b.boiler)]
+    keep = [b.value > 0 or (b.value >= -5.0 and not b.boiler) for b in blocks]
+    # a short line followed by a dropped block introduces it ("Read more:", a heading over a link list): it goes too
+    for i in range(len(blocks) - 1):
+        if keep[i] and blocks[i].value <= 0 and not keep[i + 1]:
+            keep[i] = False
+    return [b for b, k in zip(blocks, keep) if k]
 
 
 def _comments(body, rest: list[Block]) -> list[Block]:
