@@ -187,6 +187,53 @@ def test_listing_items_with_their_own_text_kept_link_lists_dropped():
     assert "Contact the editors" not in text and "All guides" not in text
 
 
+def test_lead_above_the_body_is_kept_past_a_byline_but_not_past_the_title():
+    """A standfirst in the article's header (a sibling of the body's element) is main text, also past a byline and a
+    caption between them; the navigation's prose above the title (h1) is not."""
+    html = (f"<html><body><div class='promo-box'><p>Our newsletter brings the week's best reading straight to you "
+            f"every Friday morning, free of charge.</p></div><header><h1>Valleys</h1>"
+            f"<p class='lead'>Water shapes the land more than any other force, and it does so patiently.</p>"
+            f"<div class='byline'>By A. Writer, 3 May</div><p class='caption'>The valley at dawn.</p></header>"
+            f"<div class='article-body'><p>{PROSE}</p><p>{PROSE.replace('Rivers', 'Glaciers')}</p></div>"
+            f"</body></html>")
+    text = extract_text(html).text
+    assert text.startswith("Water shapes the land") and "Glaciers carve" in text
+    assert "newsletter" not in text and "A. Writer" not in text and "valley at dawn" not in text
+    assert "Valleys" not in text.split("\n")   # the title is metadata, as trafilatura has it
+
+
+def test_a_line_that_introduces_a_link_list_goes_with_it():
+    links = "".join(f"<li><a href='/s{i}'>Another story {i}</a></li>" for i in range(4))
+    html = (f"<html><body><article><p>{PROSE}</p><p>{PROSE.replace('Rivers', 'Glaciers')}</p>"
+            f"<h3>Read more:</h3><ul>{links}</ul><p>Short closing line.</p></article></body></html>")
+    text = extract_text(html).text
+    assert "Glaciers carve" in text and "Short closing line." in text
+    assert "Read more:" not in text and "Another story" not in text
+
+
+def test_content_named_element_is_never_boilerplate_and_author_bios_are():
+    """"article-content sticky-sidebar" names the article's body (a layout class beside it): kept. An author box is
+    boilerplate however long the bio."""
+    bio = "Ann Writer has covered rivers and their valleys for twenty years, " * 5
+    html = (f"<html><body><div class='article-content sticky-sidebar'><p>{PROSE}</p>"
+            f"<p>{PROSE.replace('Rivers', 'Glaciers')}</p></div>"
+            f"<div class='author-bio'><p>{bio}</p></div>"
+            f"<div class='related-list'>{PROSE.replace('Rivers', 'Lakes') * 3}</div></body></html>")
+    text = extract_text(html).text
+    assert "Rivers carve" in text and "Glaciers carve" in text
+    assert "Ann Writer" not in text and "Lakes carve" not in text
+
+
+def test_a_noscript_holding_the_post_is_the_post():
+    """Some Blogger templates put the post's HTML in <noscript>: one holding most of the page's text is unwrapped;
+    a tracking pixel's noscript is dropped."""
+    html = (f"<html><body><div class='post-body'><noscript><p>{PROSE}</p>"
+            f"<p>{PROSE.replace('Rivers', 'Glaciers')}</p></noscript></div>"
+            f"<noscript>Please enable JavaScript to view the comments.</noscript></body></html>")
+    text = extract_text(html).text
+    assert "Rivers carve" in text and "Glaciers carve" in text and "enable JavaScript" not in text
+
+
 def test_repeated_lines_are_kept():
     html = f"<html><body><article><p>{PROSE}</p><p>Eat every 2-3 hours.</p><p>{PROSE}</p>" \
            f"<p>Eat every 2-3 hours.</p></article></body></html>"
