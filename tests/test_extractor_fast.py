@@ -89,6 +89,23 @@ def test_auto_asks_trafilatura_where_fast_kept_little_of_a_page_with_text():
     assert kept["text"].iloc[0] == expected
 
 
+def test_auto_asks_trafilatura_where_the_prose_is_spread_over_sections():
+    """A landing page: three sections of prose between link lists. fast keeps one section (a maximum subtree), a
+    third of the page's prose, so auto asks trafilatura, which reads them all."""
+    links = "<ul>" + "".join(f"<li><a href='/s{i}'>Another section of the site, number {i}, with a long name</a></li>"
+                             for i in range(16)) + "</ul>"
+    sections = [f"<section><h2>Part {n}</h2><p>{PROSE.replace('Rivers', n)}</p><p>{PROSE.replace('Rivers', n + 's')}"
+                f"</p></section>" for n in ("Glacier", "Delta", "Canyon")]
+    html = f"<html><body><main>{sections[0]}{links}{sections[1]}{links}{sections[2]}</main></body></html>"
+    fast = extract_text(html)
+    assert fast.content_chars >= 200 and fast.prose_kept < 0.5 * fast.prose
+    kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
+    assert stats.extra["extract_fallback"] == 1
+    text = kept["text"].iloc[0]
+    assert text == trafilatura_extractor(ExtractConfig())(fast.cleaned_html(), "https://example.com/docs")
+    assert all(f"{n} carve" in text for n in ("Glacier", "Delta", "Canyon"))
+
+
 def _post(author: str, words: str) -> str:
     return (f'<div class="comment"><div class="comment-author">{author}</div>'
             f'<div class="comment-body"><p>{words} {PROSE}</p></div></div>')

@@ -124,6 +124,8 @@ class Result:
     content_chars: int   # text of the blocks kept
     blocks: int
     tree: LexborHTMLParser | None = field(default=None, repr=False)   # the cleaned page (auto's fallback reads it)
+    prose: float = 0.0        # the page's prose: the summed values of its blocks that read as prose
+    prose_kept: float = 0.0   # the part of it in the kept blocks
 
     def cleaned_html(self) -> str | None:
         """The page less what cleaning removed (scripts, styles, menus, footers, hidden parts, media), as HTML."""
@@ -396,7 +398,9 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     if comments:
         keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
-    return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree)
+    return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree,
+                  prose=sum(b.value for b in blocks if b.value > 0),
+                  prose_kept=sum(b.value for b in keep if b.value > 0))
 
 
 def _lead(blocks: list[Block], first: int) -> int:
