@@ -50,14 +50,12 @@ AUTO_PROSE_SHARE = 0.5
 
 
 class ExtractConfig(Strict):
-    # trafilatura with seed 002 §1.2's options (precision mode beats trafilatura's defaults on the scrapinghub
-    # benchmark: 0.964 against 0.953); they also apply to auto's fallback. `auto` (gpupipe/extract/fast.py,
-    # trafilatura as a safety net) runs at 4.7x its pages/s with F1 0.967 on all 181 pages, but its rules were tuned
-    # on half of them, and on the other half it is 0.002 below precision mode (0.951 against 0.953): not a win on
-    # both axes, which #19 asks before it becomes the default; on other page kinds (trafilatura's own test pages:
-    # shops, organisation pages, docs, blogs with comments) it is further below (0.924 against 0.960;
-    # bench_extract.py --trafilatura-tests, docs/design.md).
-    extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "trafilatura"
+    # `auto` (gpupipe/extract/fast.py, trafilatura on the pages where it kept little) is the default since #19: on
+    # the 181 scrapinghub pages it has F1 0.967 against precision mode's 0.964 at ~5x its pages/s (its held-out half
+    # too), and on trafilatura's own 990-page evaluation set of every page kind 0.927 against trafilatura's defaults'
+    # 0.921 and precision mode's 0.922 (held-out half too) at ~5x (bench_extract.py, docs/design.md).
+    # `extractor: trafilatura` is seed 002 §1.2's setting (precision mode, whose options also drive auto's fallback).
+    extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "auto"
     favor_precision: bool = True        # trafilatura (and auto's fallback) only
     include_tables: bool = True         # resiliparse: false skips <table> elements
     include_comments: bool = False      # readers' comments after the main text (every extractor)
