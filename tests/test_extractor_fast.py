@@ -251,6 +251,14 @@ def test_a_noscript_holding_the_post_is_the_post():
     assert "Rivers carve" in text and "Glaciers carve" in text and "enable JavaScript" not in text
 
 
+def test_text_comes_out_composed():
+    """Some CMSs write "u" + U+0308 for "ü": the text comes out in NFC, as trafilatura returns it (a search for
+    "geprüft" finds it)."""
+    decomposed = "Die Gurtl\u0061\u0308nge wird gepru\u0308ft, bevor der Sitz eingebaut wird. " * 3
+    text = extract_text(f"<html><body><article><p>{decomposed}</p><p>{PROSE}</p></article></body></html>").text
+    assert "geprüft" in text and "Gurtlänge" in text and "\u0308" not in text
+
+
 def test_repeated_lines_are_kept():
     html = f"<html><body><article><p>{PROSE}</p><p>Eat every 2-3 hours.</p><p>{PROSE}</p>" \
            f"<p>Eat every 2-3 hours.</p></article></body></html>"

@@ -33,6 +33,7 @@ decide when a page goes to trafilatura instead. The constants were set on the tu
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -398,6 +399,8 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     if comments:
         keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
+    if not text.isascii():   # composed characters, as trafilatura returns them (some CMSs write "u" + U+0308)
+        text = unicodedata.normalize("NFC", text)
     return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree,
                   prose=sum(b.value for b in blocks if b.value > 0),
                   prose_kept=sum(b.value for b in keep if b.value > 0))
