@@ -9,16 +9,17 @@ standard deviations over pages (1000 resamples), as the benchmark prints it.
 Rows, each on the same pages in one process (pages/s is per core from process CPU time, time.process_time, so
 other jobs on the machine do not distort it; wall-clock pages/s beside it; the pipeline runs partitions in parallel):
   trafilatura defaults        trafilatura.extract(html), nothing else set: the baseline
-  extract (trafilatura)       our Extract stage with its default config, `extractor: trafilatura` (precision mode,
-                              seed 002 §1.2: the default, and the bar)
+  extract (trafilatura)       our Extract stage with `extractor: trafilatura` (precision mode, seed 002 §1.2: the
+                              default before #19, and the bar)
   extract (resiliparse)       our Extract stage with `extractor: resiliparse` (skipped if resiliparse is not installed)
   extract (fast)              our Extract stage with `extractor: fast` (gpupipe/extract/fast.py alone)
-  extract (auto)              our Extract stage with `extractor: auto` (fast, trafilatura where fast kept almost
-                              nothing)
+  extract (auto)              our Extract stage with `extractor: auto`, the default (fast, trafilatura where fast
+                              kept little)
 
-Split: the constants of gpupipe/extract/fast.py and the stage's AUTO_FALLBACK_CHARS were chosen looking only at the
-even-indexed pages of the 181 (sorted by file name, i.e. by sha256): F1 is printed for that "tune" half, for the
-odd-indexed "held-out" half (never looked at while tuning) and for all pages. `--repeat N` times each row N times,
+Split: the constants of gpupipe/extract/fast.py and the stage's AUTO_FALLBACK_CHARS / AUTO_PROSE_SHARE were chosen
+looking only at the even-indexed pages of each set (the 181 sorted by file name, i.e. by sha256; --trafilatura-eval's
+by URL): F1 is printed for that "tune" half, for the odd-indexed "held-out" half (never looked at while tuning) and
+for all pages. `--repeat N` times each row N times,
 interleaved (row 1, row 2, ..., row 1, row 2, ...) so that load on the shared machine hits all rows alike, and keeps
 the fastest run of each (the texts are identical run to run). More DATA_DIRs in the same layout (a second evaluation
 set of other page kinds) are scored as tables of their own; the split applies to each. `--newspaper4k DIR` also
@@ -324,8 +325,8 @@ def bench_snippets(root: Path, args, pages: pd.DataFrame, truth: dict, what: str
             d = per_page[name] - per_page["trafilatura defaults"]
             print(f"{name} vs trafilatura defaults: score {d.mean():+.4f} (tune {d[tune].mean():+.4f}, held-out "
                   f"{d[~tune].mean():+.4f}), {len(pages) / cpu[name] / ref_speed:.1f}x the pages/s per core")
-    print("\nsnippet counts over all pages, as trafilatura's tests/evaluate.py scores its set (a wanted snippet found is "
-          "a true positive, an unwanted one found a false positive): precision, recall, F1 of all / tune / held-out")
+    print("\nsnippet counts over all pages, as trafilatura's tests/evaluate.py scores its set (a wanted snippet found "
+          "is a true positive, an unwanted one found a false positive): precision, recall, F1 of all / tune / held-out")
     print(f"{'extractor':<{W}}{'precision':>10}{'recall':>8}{'F1':>8}{'F1 tune':>9}{'F1 held':>9}")
     for name in preds:
         c = np.array([snippet_counts(truth[k], preds[name].get(k)) for k in ids])

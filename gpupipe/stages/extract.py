@@ -1,7 +1,8 @@
-"""Main-text extraction: trafilatura (default: precision mode, with its own fallback extractors), `auto`
-(gpupipe's own block scorer on selectolax's Lexbor DOM, gpupipe/extract/fast.py, with trafilatura for the rare page
-where it kept almost nothing: about 4.7x trafilatura's pages/s, F1 0.002 below it on the held-out half of the news
-benchmark), `fast` (the block scorer alone) or resiliparse (a C++ extractor, about 10x faster, a few points of F1
+"""Main-text extraction: `auto` (the default: gpupipe's own block scorer on selectolax's Lexbor DOM,
+gpupipe/extract/fast.py, with trafilatura for the few pages where it kept little: about 5x trafilatura's pages/s,
+F1 above trafilatura's precision mode on the news benchmark and above its defaults on trafilatura's own evaluation set
+of every page kind, held-out halves included), trafilatura (precision mode, with its own fallback extractors: seed
+002's setting), `fast` (the block scorer alone) or resiliparse (a C++ extractor, about 13x faster, a few points of F1
 lower).
 `profiling/bench_extract.py` measures all.
 
@@ -40,7 +41,7 @@ LOGGED_SLOWEST = 3  # slowest pages logged per partition
 # trafilatura: a safety net for pages whose structure the block scorer misreads. On the even-indexed (tune) half of
 # the 181 benchmark pages no cheap signal (kept length, kept share of the page) picked pages where trafilatura does
 # better (docs/design.md), so the net is kept small and cheap: no page of that half falls back at 200 (at 1000, 10 %
-# do, for -0.0003 F1).
+# do, for -0.0003 F1); the prose share below is the signal that did pick such pages, on a larger set.
 AUTO_FALLBACK_CHARS = 200
 # ... and pages where the kept blocks hold under this share of the page's prose (the summed values of the blocks that
 # read as prose): the text is spread over sections the container did not take (a landing page, a recipe, a
@@ -51,9 +52,9 @@ AUTO_PROSE_SHARE = 0.5
 
 class ExtractConfig(Strict):
     # `auto` (gpupipe/extract/fast.py, trafilatura on the pages where it kept little) is the default since #19: on
-    # the 181 scrapinghub pages it has F1 0.967 against precision mode's 0.964 at ~5x its pages/s (its held-out half
-    # too), and on trafilatura's own 990-page evaluation set of every page kind 0.927 against trafilatura's defaults'
-    # 0.921 and precision mode's 0.922 (held-out half too) at ~5x (bench_extract.py, docs/design.md).
+    # the 181 scrapinghub pages it has F1 0.972 against precision mode's 0.964 at 5.2x its pages/s (held-out half
+    # 0.964 against 0.953), and on trafilatura's own 990-page evaluation set of every page kind 0.930 against
+    # trafilatura's defaults' 0.921 (held-out half 0.926 against 0.922) at 5.6x (bench_extract.py, docs/design.md).
     # `extractor: trafilatura` is seed 002 §1.2's setting (precision mode, whose options also drive auto's fallback).
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "auto"
     favor_precision: bool = True        # trafilatura (and auto's fallback) only
