@@ -26,14 +26,14 @@ def _miniature(root: Path) -> Path:
     tests = root / "tests"
     (tests / "eval").mkdir(parents=True)
     (tests / "cache").mkdir()
-    (tests / "eval" / "a.html").write_bytes(
-        f"<html><body><nav><a href='/'>Startseite</a> <a href='/k'>Kontakt</a></nav><article><p>{PROSE}</p>"
-        f"<p>Die Gurtla\u0308nge wird gepru\u0308ft.</p><p>{PROSE.replace('Rivers', 'Streams')}</p></article><footer>Impressum</footer></body></html>"
-        .encode("utf-8"))
-    (tests / "cache" / "b.html").write_bytes(f"<html><body><p>{PROSE.replace('Rivers', 'Glaciers')}</p></body></html>"
-                                             .encode("utf-8"))
-    data = {"https://example.org/a": {"file": "a.html", "with": ["Rivers carve valleys", "Gurtl\u00e4nge wird gepr\u00fcft"],
-                                      "without": ["Impressum", "Startseite"]},
+    page_a = (f"<html><body><nav><a href='/'>Startseite</a> <a href='/k'>Kontakt</a></nav><article><p>{PROSE}</p>"
+              f"<p>Die Gurtla\u0308nge wird gepru\u0308ft.</p>"   # decomposed in the page, composed in the snippet
+              f"<p>{PROSE.replace('Rivers', 'Streams')}</p></article><footer>Impressum</footer></body></html>")
+    (tests / "eval" / "a.html").write_bytes(page_a.encode("utf-8"))
+    page_b = f"<html><body><p>{PROSE.replace('Rivers', 'Glaciers')}</p></body></html>"
+    (tests / "cache" / "b.html").write_bytes(page_b.encode("utf-8"))
+    wanted_a = ["Rivers carve valleys", "Gurtl\u00e4nge wird gepr\u00fcft"]
+    data = {"https://example.org/a": {"file": "a.html", "with": wanted_a, "without": ["Impressum", "Startseite"]},
             "https://example.org/b": {"file": "b.html", "with": ["Glaciers   carve"], "without": ["Rivers carve"]}}
     (tests / "evaldata.json").write_text(json.dumps(data), encoding="utf-8")
     return root
