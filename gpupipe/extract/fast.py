@@ -19,15 +19,14 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
    byline or a caption.
 4. Output: the container's blocks in document order less the boilerplate ones (short neutral lines, headings, list
    items and repeated lines stay, as trafilatura keeps them, unless they introduce a dropped block: "Read more:");
-   headings as lines of their own, table rows as cells
-   joined by " | ", <pre> kept verbatim. With `comments=True` (the stage's include_comments) the readers' comments
-   follow: the blocks of the repeated comment items inside a comment thread, less its reply form, titles and
-   author/date lines, as trafilatura appends them; a thread without one comment of prose (a policy, "Loading...")
-   adds nothing.
+   headings as lines of their own, table rows as cells joined by " | ", <pre> kept verbatim, the text in NFC. With
+   `comments=True` (the stage's include_comments) the readers' comments follow: the blocks of the repeated comment
+   items inside a comment thread, less its reply form, titles and author/date lines, as trafilatura appends them; a
+   thread without one comment of prose (a policy, "Loading...") adds nothing.
 
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
-decide when a page goes to trafilatura instead. The constants were set on the tune half of the benchmark only
-(profiling/bench_extract.py; docs/design.md "Main-text extraction").
+decide when a page goes to trafilatura instead. The constants were set on the tune halves of the benchmark's page
+sets only (profiling/bench_extract.py; docs/design.md "Main-text extraction").
 """
 
 from __future__ import annotations
