@@ -4,7 +4,8 @@ Where `bench_extract.py` calls the Extract stage in-process on a hand-built fram
 read stage reads DATA_DIR/html as an HTML folder (urls from the pages themselves, or none), the extract stage runs
 with its defaults, and the extracted parts are scored against DATA_DIR/ground-truth.json.gz with bench_extract.py's
 scoring. Pages the pipeline dropped score as empty predictions, so the F1 should equal bench_extract.py's
-"extract (trafilatura)" row (the default config); the drop reasons of every stage are printed (extract_error should be 0).
+"extract (auto)" row (the default config since #19); the drop reasons of every stage are printed (extract_error should
+be 0).
 
 Usage:  python profiling/bench_extract_run.py DATA_DIR [--out RUN_DIR] [--workers 2]
 """
