@@ -77,8 +77,9 @@ def funnel_table(stats: dict[str, Any]) -> Table:
         # numba's first calls compile its kernels (cached on disk afterwards): not part of the throughput
         comp = s.get("extra", {}).get("numba_compile_s", 0.0)
         busy = s["seconds"] - comp
-        rate = f"{s['docs_in'] / busy:,.0f}" if busy > 0 and not s.get("resumed") else "-"
-        t.add_row(s["name"] + (" (resumed)" if s.get("resumed") else ""), f"{s['docs_in']:,}",
+        rate = f"{s['docs_in'] / busy:,.0f}" if busy > 0 and not s.get("resumed") and not s.get("skipped") else "-"
+        state = " (skipped: did nothing)" if s.get("skipped") else " (resumed)" if s.get("resumed") else ""
+        t.add_row(s["name"] + state, f"{s['docs_in']:,}",
                   f"{s['docs_out']:,}", removed, f"{s['bytes_in'] / 1e6:.2f}", f"{s['bytes_out'] / 1e6:.2f}",
                   f"{s['seconds']:.2f}", *((f"{comp:.2f}",) if compiled else ()), rate)
     if compiled:

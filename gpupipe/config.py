@@ -350,9 +350,15 @@ def validate_config(raw: dict[str, Any], where: str = "<config>") -> RunConfig:
     for item, at in zip(cfg.stages, urls):   # the config keeps naming the URLs (hashes, config.resolved.yaml)
         (params,) = item.values()
         params.update(at)
-    for p in cfg.input.path:
-        if not storage.is_url(p) and not Path(p).exists():  # a URL is resolved by the read stage, still before any work
+    from gpupipe.stages.read import is_pattern  # late import, as above
+
+    for p in cfg.input.path:  # a URL is resolved by the read stage, still before any work
+        if storage.is_url(p) or Path(p).exists():
+            continue
+        if not is_pattern(p):
             raise ConfigError(f"{where}: key 'input.path': input not found: {p}")
+        if not storage.glob(p):
+            raise ConfigError(f"{where}: key 'input.path': input pattern matched nothing: {p}")
     _check_output(cfg.output, where)
     return cfg
 

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,37 +118,32 @@ def test_separately_started_scheduler_and_two_workers_give_local_bytes(tmp_path,
 
 def test_worker_killed_mid_stage_still_gives_local_bytes(tmp_path, config_file, local_shards):
     from distributed import Client
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class KillOnFirstChainTask(WorkerPlugin):
+        """On the chosen worker only: kill -9 its own process the moment it starts a task of the first map chain
+        (extract … pii). The state that matters, seen where it happens: no polling, no race with a fast chain."""
+        name = "kill-on-first-chain-task"
+
+        def __init__(self, address: str):
+            self.address = address
+
+        def setup(self, worker) -> None:
+            self.mine = worker.address == self.address
+
+        def transition(self, key, start, finish, **kwargs) -> None:
+            if self.mine and finish == "executing" and str(key).startswith("map_chain_task"):
+                os.kill(os.getpid(), signal.SIGKILL)
 
     with dask_cluster(tmp_path / "cluster", workers=2) as (address, workers):
-        killed: dict = {}
-
-        def kill_one_mid_task() -> None:
-            """Wait until a worker is executing a task of the first map chain (extract … pii), then kill -9 it."""
-            with Client(address) as c:
-                pids = c.run(os.getpid)
-                deadline = time.monotonic() + 600
-                while time.monotonic() < deadline and not killed.get("stop"):
-                    executing = c.run(lambda dask_worker: [str(ts.key) for ts in dask_worker.state.executing])
-                    busy = [(addr, keys) for addr, keys in executing.items()
-                            if any(k.startswith("map_chain_task") for k in keys)]
-                    if busy:
-                        addr, keys = busy[0]
-                        os.kill(pids[addr], signal.SIGKILL)
-                        killed.update(address=addr, pid=pids[addr], keys=keys)
-                        return
-                    time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_one_mid_task, daemon=True)
-        killer.start()
-        out = tmp_path / "run"
-        try:
-            stats = run_pipeline(_config(config_file, out, {"kind": "dask", "scheduler_address": address}))
-        finally:
-            killed.setdefault("stop", True)
-            killer.join(timeout=60)
-        assert "pid" in killed, "no worker was killed: the chain finished before the killer saw a task"
-        assert workers[killed["pid"]].wait(timeout=60) == -signal.SIGKILL
         with Client(address) as c:
-            assert len(c.scheduler_info()["workers"]) == 1   # the run finished on the other worker
+            pids = c.run(os.getpid)
+            victim = sorted(pids)[0]
+            c.register_plugin(KillOnFirstChainTask(victim))
+        out = tmp_path / "run"
+        stats = run_pipeline(_config(config_file, out, {"kind": "dask", "scheduler_address": address}))
+        assert workers[pids[victim]].wait(timeout=600) == -signal.SIGKILL
+        with Client(address) as c:
+            assert list(c.scheduler_info()["workers"]) == [a for a in pids if a != victim]   # the other finished
     assert stats["conservation_ok"]
     assert shard_bytes(out) == local_shards

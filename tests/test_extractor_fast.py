@@ -339,8 +339,8 @@ def test_a_swallowed_timeout_is_raised_again():
 
     th = threading.Thread(target=work, daemon=True)   # daemon: a failing run does not keep pytest alive
     th.start()
-    th.join(30)
-    assert not th.is_alive() and outcome[0] == "swallowed" and outcome[1] < 10, outcome
+    th.join(300)   # the state that matters: the page ended (without the second raise it never would)
+    assert not th.is_alive() and outcome[0] == "swallowed" and len(outcome) == 2, outcome
 
 
 def test_time_limit_in_a_worker_thread():
@@ -358,7 +358,7 @@ def test_time_limit_in_a_worker_thread():
             outcome.append(sum(range(1000)))
     th = threading.Thread(target=work)
     th.start()
-    th.join(10)
+    th.join(300)
     assert not th.is_alive() and outcome == ["stopped", 499500]
 
 
@@ -377,12 +377,12 @@ def test_time_limit_after_many_pages_and_with_a_shorter_limit():
     for _ in range(200):
         with time_limit(0.3):
             pass
-    assert pathological(0.3) < 1.0
+    assert pathological(0.3) < 60   # stopped (a page that is never stopped would loop for ever)
     for _ in range(200):
-        with time_limit(10):
+        with time_limit(3600):
             pass
-    time.sleep(0.5)   # the watchdog is now idle, waiting about 10 s
-    assert pathological(0.1) < 1.0
+    time.sleep(0.5)   # the watchdog is now idle, waiting about an hour: only a wake-up stops the next page
+    assert pathological(0.1) < 600
 
 
 def test_time_limit_off():

@@ -173,9 +173,8 @@ def test_malformed_json_is_retried_then_fails_kept(server):
 
 def test_slow_server_times_out_and_is_retried(server):
     server.behave = lambda text, n: (200, completion(good_answer(text)), 3.0 if n == 1 else 0)
-    t0 = time.perf_counter()
     verdicts, stats = LLMJudge(judge_cfg(server, timeout_s=0.3)).judge_all(items(4))
-    assert time.perf_counter() - t0 < 2.5  # the client gave up long before the server's 3 s
+    # the first answer, had the client waited the server's 3 s, was a good one: two attempts mean it gave up
     assert all(v.attempts == 2 and not v.failed for v in verdicts.values())
 
     server.behave = lambda text, n: (200, completion(good_answer(text)), 1.0)
@@ -304,7 +303,7 @@ def test_killed_cli_run_resumes_without_asking_again(server, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpt = out / "judge_verdicts.jsonl"
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + 900   # only against a hang: the run always reaches the stall
         while not (len(server.requests) >= 154 and ckpt.is_file() and ckpt.read_text().count("\n") >= 100):
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.time() < deadline, "the judged run did not reach the stall"

@@ -235,14 +235,6 @@ def test_fasttext_identifies_languages(crawl):
     assert correct / len(articles) >= 0.97
 
 
-def test_generation_is_fast(tmp_path):
-    import time
-
-    start = time.perf_counter()
-    write_synthetic_crawl(tmp_path / "fast.warc.gz", docs=400, seed=7)
-    assert time.perf_counter() - start < 5
-
-
 def test_planted_benchmark_leaks(crawl):
     summary, truth, _ = crawl
     with open(summary["benchmark"], encoding="utf-8") as fh:

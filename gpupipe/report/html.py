@@ -266,8 +266,9 @@ def summary_section(run: Run) -> str:
                  for k in ("tokens", "stream_tokens", "sequences", "seq_len", "documents_packed",
                            "dropped_remainder_tokens", "vocab_size", "dtype") if k in m]
         rows.append(f"<tr><th>manifest shards</th>{td(len(m.get('shards', [])), 'manifest.shards')}</tr>")
-    return section("summary", "Run", table("summary", ["field", "value"], rows,
-                                           f"RUN/stats.json of {run.root}"))
+    warnings = "".join(f'<p class="warning" data-warning>warning: {e(w)}</p>' for w in s.get("warnings", []))
+    return section("summary", "Run", warnings + table("summary", ["field", "value"], rows,
+                                                      f"RUN/stats.json of {run.root}"))
 
 
 def funnel_section(run: Run) -> str:
@@ -293,6 +294,8 @@ def funnel_section(run: Run) -> str:
         if s["extra"].get("docs_added"):       # a splitting stage: more documents out than in
             why += f'<br><span data-added="{s["extra"]["docs_added"]}">(+{s["extra"]["docs_added"]:,} added)</span>'
 
+        if s.get("skipped"):
+            why += f'<br><span data-skipped="true">skipped, did nothing: {e(s["skipped"])}</span>'
         kept_pct = f"{100 * s['docs_out'] / s['docs_in']:.1f}%" if s["docs_in"] else "-"
         rows.append(f'<tr data-stage="{e(s["name"])}"><td>{e(s["name"])}</td>{td(s["docs_in"], "docs_in")}'
                     f'{td(s["docs_out"], "docs_out")}<td class="n">{kept_pct}</td>'
@@ -601,6 +604,7 @@ tbody tr:nth-child(even){background:#f5f7fa}
 details{margin:6px 0;background:#fff;border:1px solid #e4e4e4;padding:4px 8px} summary{cursor:pointer}
 .text{white-space:pre-wrap;max-height:9em;overflow:auto;font-size:12px;max-width:640px}
 pre{background:#fff;border:1px solid #e4e4e4;padding:8px;overflow:auto;font-size:12px} .note{color:#555}
+.warning{background:#fff4d6;border-left:4px solid #e0a000;padding:6px 10px}
 """
 
 SECTIONS = [("summary", "Run"), ("funnel", "Funnel"), ("languages", "Languages"), ("signals", "Quality signals"),

@@ -40,6 +40,8 @@ STAGE_STATS_SCHEMA: dict[str, Any] = {
         "key": {**_HASH, "description": "hash of input fingerprint, partitioning, seed and configs up to here"},
         "partitions": {**_COUNT, "description": "Parquet parts the stage wrote"},
         "resumed": {"type": "boolean", "description": "true when this run reused a completed stage"},
+        "skipped": {"type": "string", "description": "present when the stage, as configured, did nothing (every "
+                                                    "document passed untouched): why, and what to do about it"},
         "columns": {"type": "array", "items": {"type": "string"},
                     "description": "the columns of the documents the stage passed on (map stages)"},
         "parts_kept": {"type": "boolean", "description": "false for a stage that ran fused inside a chain of map "

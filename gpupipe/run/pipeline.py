@@ -242,6 +242,8 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(part_paths(folders[j])), resumed=False)
+                if why := stages[j].skipped():
+                    d["skipped"] = why
                 d["extra"] = dict(sorted({**d["extra"], "peak_rss_mb_driver": peak_rss_mb()}.items()))
             # Last stage first: once a chain's first stage shows its marker, all of the chain is marked (an
             # interrupt between two markers leaves the chain's first stage unmarked, so the whole chain reruns).
@@ -261,6 +263,9 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
         handler.close()
 
     problems = check_conservation(stage_stats)
+    skipped = [f"stage {s['name']} did nothing: {s['skipped']}" for s in stage_stats if s.get("skipped")]
+    for w in skipped:
+        log.warning(w)
     where = (lambda p: remote.url_of(str(p))) if remote is not None else str  # noqa: E731 - the bucket's URLs
     result = {
         "gpupipe_version": __version__,
@@ -282,11 +287,13 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
     }
     if result["output_docs"] == 0:
         result["empty"] = explain_empty(stage_stats, run)
+    if skipped:
+        result["warnings"] = skipped
     try:  # the dashboard metrics (gpupipe/report/metrics.py) are a view too: they never fail a run
         result["metrics"] = run_metrics(result, run.root, cfg.seed)
     except Exception as e:
         log.exception("could not compute the run's metrics")
-        result["warnings"] = [f"could not compute metrics: {type(e).__name__}: {e}"]
+        result.setdefault("warnings", []).append(f"could not compute metrics: {type(e).__name__}: {e}")
     run.write_json("stats.json", result)
     if "metrics" in result:
         write_metrics(run.root, result)

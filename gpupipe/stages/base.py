@@ -149,6 +149,11 @@ class Stage:
     def execute(self, job: StageJob) -> StageStats:
         raise NotImplementedError(f"stage {self.name} must implement execute()")
 
+    def skipped(self) -> str | None:
+        """Why this stage, as configured, does nothing (every document passes untouched), or None. The run says
+        so on the console, in stats.json (`skipped`) and in the report, rather than show it passing documents."""
+        return None
+
     def spec(self) -> tuple[str, str, RunContext]:
         """A picklable description from which a worker rebuilds this stage."""
         return (self.name, self.config.model_dump_json(), self.ctx)

@@ -80,14 +80,17 @@ class Classifier(MapStage):
     name = "classifier"
     Config = ClassifierConfig
 
+    def skipped(self) -> str | None:
+        if self.config.model is None:
+            return ("no model given (model: null): documents pass unscored; train one with `gpupipe "
+                    "train-classifier` or make a demo one with `make tiny-model` (models/tiny-classifier)")
+        return None
+
     def setup(self) -> None:
         from gpupipe.models.encoder import Encoder, label_index
 
         c = self.config
-        if c.model is None:
-            log.warning("classifier: no model given (model: null): the stage is skipped and documents pass "
-                        "unscored; train one with `gpupipe train-classifier` or make a demo one with "
-                        "`make tiny-model` (models/tiny-classifier)")
+        if c.model is None:   # skipped (the run says so, see skipped())
             self._encoder = None
             return
         device = self.ctx.device if c.device == "auto" else c.device

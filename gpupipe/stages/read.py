@@ -42,14 +42,15 @@ def expand_inputs(paths: list[str]) -> list[str]:
     files/folders."""
     out: list[str] = []
     for p in paths:
-        matches = storage.glob(p) if _is_glob(p) else [p]
+        # a file that exists under this very name is that file, even when its name holds glob characters
+        matches = storage.glob(p) if is_pattern(p) and not storage.exists(p) else [p]
         if not matches:
             raise ConfigError(f"input pattern matched nothing: {p}")
         out.extend(m for m in matches if m not in out)
     return out
 
 
-def _is_glob(p: str) -> bool:
+def is_pattern(p: str) -> bool:
     # an http(s) URL's query string may hold '?': such URLs are never patterns
     return any(ch in p for ch in "*?[") and storage.protocol(p) not in ("http", "https")
 
