@@ -18,28 +18,46 @@ from torch.utils.data import DataLoader  # noqa: E402
 from gpupipe.loader import EpochOrder, RankSplit, ResumableLoader, ShardDataset, to_device  # noqa: E402
 from gpupipe.loader.dataset import loss_mask, position_ids  # noqa: E402
 from gpupipe.tokens import StreamPacker, write_manifest  # noqa: E402
+from gpupipe.tokens.packing import write_parquet_shards  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EOS = 0
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
 
-def write_shards(out_dir, docs, *, seq_len, dtype=np.uint16, blocks_per_shard=7, vocab_size=1000):
+def write_shards(out_dir, docs, *, seq_len, dtype=np.uint16, blocks_per_shard=7, vocab_size=1000,
+                 parquet_row_group=None):
+    """.bin shards, or with parquet_row_group pack's Format B (shard-NNNNN.parquet) of the same blocks."""
     packer = StreamPacker(out_dir, seq_len, EOS, dtype, blocks_per_shard=blocks_per_shard)
     packer.add_many(docs)
     summary = packer.finish()
+    extra = None
+    if parquet_row_group:
+        summary = write_parquet_shards(out_dir, summary, seq_len, dtype, parquet_row_group)
+        extra = {"shard_format": "parquet", "row_group_size": parquet_row_group}
     write_manifest(out_dir, summary, seq_len=seq_len, dtype=dtype, vocab_size=vocab_size, eos_id=EOS,
-                   tokenizer_sha256="0" * 64, tokenizer_file="tokenizer.json", config_hash="test")
+                   tokenizer_sha256="0" * 64, tokenizer_file="tokenizer.json", config_hash="test", extra=extra)
     return out_dir
+
+
+def shard_docs():
+    rng = np.random.default_rng(0)
+    return [rng.integers(1, 1000, rng.integers(1, 40)) for _ in range(102)]
 
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """127 blocks of 16 tokens in 19 shards of 7 blocks (the last one shorter): 127 is odd and
     127 mod 3 = 1, so 2 ranks drop a block and 3 ranks pad two."""
-    rng = np.random.default_rng(0)
-    docs = [rng.integers(1, 1000, rng.integers(1, 40)) for _ in range(102)]
-    return write_shards(tmp_path_factory.mktemp("shards"), docs, seq_len=16)
+    return write_shards(tmp_path_factory.mktemp("shards"), shard_docs(), seq_len=16)
+
+
+@pytest.fixture(scope="module")
+def parquet_shards(tmp_path_factory):
+    """The same blocks as `shards`, written as Parquet (pack format: parquet), 3 blocks per row group."""
+    out = write_shards(tmp_path_factory.mktemp("parquet"), shard_docs(), seq_len=16, parquet_row_group=3)
+    assert not list(out.glob("*.bin")) and len(list(out.glob("*.parquet"))) == 19
+    return out
 
 
 def dataset(shards, **kw):
@@ -246,6 +264,46 @@ def test_rank_and_world_size_default_from_env(shards, monkeypatch):
     ds = dataset(shards)
     assert (ds.rank, ds.world_size) == (1, 2)
     assert ds.rank_blocks().tolist() == dataset(shards, rank=1, world_size=2).rank_blocks().tolist()
+
+
+# -- Parquet shards (pack format: parquet) ----------------------------------------------------
+
+
+def test_parquet_shards_give_the_blocks_order_and_resume_of_the_bin_shards(shards, parquet_shards):
+    pq_dir = parquet_shards
+    a, b = dataset(shards, rank=1, world_size=2), dataset(pq_dir, rank=1, world_size=2, cache_bytes=200)
+    assert (b.num_blocks, len(b)) == (a.num_blocks, len(a)) and b.format == "parquet"
+    assert b.rank_blocks().tolist() == a.rank_blocks().tolist()
+    for blk in (0, 6, 7, 62, 126):   # first/last block of a shard, of a row group
+        assert (b.block(blk) == a.block(blk)).all()
+    batches = list(ResumableLoader(b, batch_size=4, num_workers=2))
+    assert block_ids(batches) == a.rank_blocks().tolist()
+    raw = np.concatenate([np.fromfile(p, dtype="<u2") for p in sorted(Path(shards).glob("shard-*.bin"))])
+    tokens = torch.cat([x["input_ids"] for x in batches]).numpy()
+    assert (tokens == raw.reshape(-1, 16)[a.rank_blocks()]).all()
+    assert 0 < b._cache.held <= 200   # row groups decoded and kept within the bound
+    # resume: a state taken on the Parquet copy continues exactly
+    loader = ResumableLoader(dataset(pq_dir, rank=1, world_size=2), batch_size=4)
+    first = [x for _, x in zip(range(3), loader)]
+    resumed = ResumableLoader(dataset(pq_dir, rank=1, world_size=2), batch_size=4, num_workers=1)
+    resumed.load_state_dict(loader.state_dict())
+    assert block_ids(first + list(resumed)) == a.rank_blocks().tolist()
+
+
+def test_parquet_shard_that_disagrees_with_the_manifest_is_refused(parquet_shards, tmp_path):
+    import json
+    import shutil
+
+    pq_dir = shutil.copytree(parquet_shards, tmp_path / "pq")
+    m = json.loads((pq_dir / "manifest.json").read_text())
+    m["shards"][1]["sequences"] += 1
+    (pq_dir / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ValueError, match=r"shard-00001\.parquet: 7 rows, manifest says 8 blocks"):
+        ShardDataset(pq_dir)
+    m["shard_format"] = "arrow"
+    (pq_dir / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ValueError, match="shard_format 'arrow'; ShardDataset reads bin and parquet shards"):
+        ShardDataset(pq_dir)
 
 
 # -- fields: position ids, loss mask, dtypes --------------------------------------------------

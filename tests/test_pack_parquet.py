@@ -150,3 +150,18 @@ def test_bestfit_blocks_as_parquet(tmp_path):
     got = np.concatenate([pq.read_table(tmp_path / s["file"])["input_ids"].combine_chunks().flatten().to_numpy()
                           for s in summary["shards"]])
     assert (got == bins).all()
+
+
+def test_shard_dataset_reads_the_parquet_shards_of_a_run(runs):
+    """The loader takes a `format: parquet` run's shards as they are: the same blocks, order and fields as the
+    .bin shards of the same config."""
+    pytest.importorskip("torch")
+    from gpupipe.loader import ShardDataset
+
+    kw = dict(seed=5, buffer_size=4, return_positions=True, return_block_ids=True)
+    b, p = ShardDataset(runs["bin"], **kw), ShardDataset(runs["parquet"], **kw)
+    assert p.format == "parquet" and p.num_blocks == b.num_blocks == len(_bin_blocks(runs["bin"]))
+    got, want = list(p), list(b)
+    assert [i["block_id"] for i in got] == [i["block_id"] for i in want]
+    assert all((x["input_ids"] == y["input_ids"]).all() and (x["position_ids"] == y["position_ids"]).all()
+               for x, y in zip(got, want))

@@ -45,11 +45,13 @@ from gpupipe.io import storage
 from gpupipe.tokens.manifest import read_manifest
 from gpupipe.tokens.packing import MANIFEST_FILE, shard_dtype
 
+from .parquet import ParquetShard, check_parquet_shard
 from .remote import ChunkCache, RemoteShard
 from .sampler import EpochOrder, RankSplit
 
 STATE_FORMAT = "gpupipe-loader/1"
-DEFAULT_CACHE_BYTES = 256 << 20   # per process, shards at a URL only (loader/remote.py)
+DEFAULT_CACHE_BYTES = 256 << 20   # per process, shards at a URL or in Parquet only (loader/remote.py, parquet.py)
+SHARD_FORMATS = ("bin", "parquet")
 # keys that fix the epoch's global order: a state taken under other values cannot be resumed
 _ORDER_KEYS = ("manifest_sha", "seed", "shuffle", "buffer_size", "drop_remainder")
 
@@ -87,7 +89,7 @@ def _default_rank_world(rank, world_size) -> tuple[int, int]:
 
 
 class ShardDataset(IterableDataset):
-    """Blocks of a shard directory (manifest.json + shard-NNNNN.bin), one dict per block.
+    """Blocks of a shard directory (manifest.json + shard-NNNNN.bin or .parquet), one dict per block.
 
     Items: {"input_ids": int64 tensor (seq_len,)} plus, when asked, "position_ids" (int64),
     "loss_mask" (float32), "block_id" (the global block index: manifest order). input_ids
@@ -97,6 +99,9 @@ class ShardDataset(IterableDataset):
     `shard_dir` may be a URL (s3://..., any fsspec protocol): blocks are then read by ranged requests of
     `chunk_blocks` blocks (default `buffer_size`) through an in-memory cache of at most `cache_bytes` per process
     (loader/remote.py); items, order and resume state are those of the local copy.
+
+    Parquet shards (`pack: {format: parquet}`) are read too: a row group is decoded whole on first use and kept in
+    the same cache of `cache_bytes` (loader/parquet.py); the blocks are those of the .bin shards of the same run.
 
     Every rank gets `len(self)` blocks per epoch; `epoch_info()` says how many were dropped or
     padded to get there. Set `batch_size` to the DataLoader's batch_size when not using
@@ -113,8 +118,12 @@ class ShardDataset(IterableDataset):
         self.manifest_sha = hashlib.sha256(storage.read_bytes(storage.join(self.shard_dir, MANIFEST_FILE))).hexdigest()
         # shards at a URL (s3://...): ranged reads of chunk_blocks blocks (default: the shuffle window), cached
         self.remote = storage.is_url(self.shard_dir)
+        self.format = m.get("shard_format", "bin")
+        if self.format not in SHARD_FORMATS:
+            raise ValueError(f"{self.shard_dir}: manifest shard_format {self.format!r}; ShardDataset reads "
+                             f"{' and '.join(SHARD_FORMATS)} shards")
         self.cache_bytes, self.chunk_blocks = int(cache_bytes), int(chunk_blocks or buffer_size)
-        self._cache = ChunkCache(self.cache_bytes) if self.remote else None
+        self._cache = ChunkCache(self.cache_bytes) if self._cached else None
         self.seq_len, self.eos_id = int(m["seq_len"]), int(m["eos_id"])
         self.dtype = shard_dtype(m["dtype"])
         self.files = [s["file"] for s in m["shards"]]
@@ -138,17 +147,26 @@ class ShardDataset(IterableDataset):
         self._base = 0   # blocks of this epoch this rank had consumed at _start
         self._mmaps: dict[int, np.ndarray] = {}
 
+    @property
+    def _cached(self) -> bool:
+        """Blocks come through the chunk cache (a URL, or Parquet: neither can be memory-mapped)."""
+        return self.remote or self.format == "parquet"
+
     def _check_files(self) -> None:
         block_bytes = self.seq_len * self.dtype.itemsize
         for name, n in zip(self.files, self.counts.tolist()):
-            size = storage.size(storage.join(self.shard_dir, name))  # FileNotFoundError for a missing shard
+            path = storage.join(self.shard_dir, name)
+            if self.format == "parquet":  # a missing file: FileNotFoundError, as for .bin
+                check_parquet_shard(path, name, n, self.seq_len, self.dtype.name)
+                continue
+            size = storage.size(path)  # FileNotFoundError for a missing shard
             if size != n * block_bytes:
                 raise ValueError(f"{name}: {size} bytes, manifest says {n} blocks of {block_bytes} bytes")
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_mmaps"] = {}  # each process maps the shards itself
-        state["_cache"] = ChunkCache(self.cache_bytes) if self.remote else None   # and caches its own chunks
+        state["_cache"] = ChunkCache(self.cache_bytes) if self._cached else None   # and caches its own chunks
         return state
 
     # -- order -----------------------------------------------------------------------------
@@ -184,7 +202,10 @@ class ShardDataset(IterableDataset):
 
     def _shard(self, s: int) -> np.ndarray:
         mm = self._mmaps.get(s)
-        if mm is None and self.remote:
+        if mm is None and self.format == "parquet":
+            mm = self._mmaps[s] = ParquetShard(storage.join(self.shard_dir, self.files[s]), int(self.counts[s]),
+                                               self.seq_len, self.dtype, self._cache)
+        elif mm is None and self.remote:
             mm = self._mmaps[s] = RemoteShard(storage.join(self.shard_dir, self.files[s]), int(self.counts[s]),
                                               self.seq_len, self.dtype, self.chunk_blocks, self._cache)
         elif mm is None:
@@ -196,7 +217,8 @@ class ShardDataset(IterableDataset):
         return mm
 
     def block(self, block_id: int) -> np.ndarray:
-        """The memmap view (no copy) of one block, by global id."""
+        """The memmap view (no copy) of one block, by global id (of the cached chunk or row group when the
+        shards are at a URL or in Parquet)."""
         s = int(np.searchsorted(self._first_id, block_id, side="right")) - 1
         if not 0 <= block_id < self.num_blocks:
             raise IndexError(f"block {block_id} out of range [0, {self.num_blocks})")
