@@ -87,12 +87,12 @@ class Classifier(MapStage):
         return None
 
     def setup(self) -> None:
-        from gpupipe.models.encoder import Encoder, label_index
-
         c = self.config
         if c.model is None:   # skipped (the run says so, see skipped())
             self._encoder = None
             return
+        from gpupipe.models.encoder import Encoder, label_index
+
         device = self.ctx.device if c.device == "auto" else c.device
         try:
             self._encoder = Encoder(model_path(c.model), head="classify", device=device, dtype=c.dtype,
