@@ -109,6 +109,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides)
     except ConfigError as e:
         return fail(str(e), 2)
+    from gpupipe.io import storage
+
+    for location in [*cfg.input.path, cfg.output]:   # the config's URLs too (main() checked the flags')
+        storage.require(location)
     if args.workers is not None and cfg.executor.kind == "local":
         errors.print(f"warning: --workers {args.workers} is ignored: executor 'local' runs the partitions one "
                      f"after another in this process; use --executor dask for {args.workers} worker processes",
@@ -399,10 +403,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SERVER_ARGS = ("base_url", "scheduler_address")   # URLs of servers, not of files or folders
+
+
 def main(argv: list[str] | None = None) -> int:
+    from gpupipe.io.storage import StorageUnavailable, require
+
     args = build_parser().parse_args(argv)
     try:
+        for key, value in vars(args).items():   # a URL without its filesystem package: say so before any work
+            for v in (value if isinstance(value, list) else [value]):
+                if key not in _SERVER_ARGS and isinstance(v, str):
+                    require(v)
         return args.fn(args)
+    except StorageUnavailable as e:   # raised wherever a URL is opened; the message names the install command
+        return fail(str(e), 2)
     except KeyboardInterrupt:
         return fail("interrupted", 130)
 

@@ -45,6 +45,36 @@ def test_a_missing_filesystem_names_the_extra():
     assert "pip install 'gpupipe[cloud]'" in out
 
 
+# `gpupipe` with s3fs unimportable (the base install, without the [cloud] extra), whether or not it is installed here
+WITHOUT_S3FS = "import sys; sys.modules['s3fs'] = None; from gpupipe.cli import entry; entry()"
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "{cfg}", "--output", "s3://bucket/runs/r1"],
+    ["run", "{cfg}", "--input", "s3://bucket/crawl/x.warc.gz"],
+    ["run", "{s3cfg}"],                                   # the URLs in the config file itself
+    ["run", "{s3cfg}", "--input", "{warc}"],              # the config's output only
+    ["verify", "s3://bucket/runs/r1/shards"],
+    ["chunk-markdown", "s3://bucket/docs", "--out", "{tmp}/chunks"],
+    ["report", "s3://bucket/runs/r1"],
+    ["plan", "s3://bucket/runs/r1", "--tokens", "1B"],
+])
+def test_s3_without_s3fs_is_one_error_line(argv, tmp_path, synth_crawl):
+    """A user without the [cloud] extra gets one line naming the install command, exit 2, no traceback."""
+    from conftest import write_config
+
+    cfg = write_config(tmp_path / "local.yaml", input={"path": synth_crawl["warc"]}, output=str(tmp_path / "run"))
+    s3cfg = write_config(tmp_path / "s3.yaml", input={"path": "s3://bucket/crawl/x.warc.gz"},
+                         output="s3://bucket/runs/r1")
+    args = [a.format(cfg=cfg, s3cfg=s3cfg, warc=synth_crawl["warc"], tmp=tmp_path) for a in argv]
+    r = subprocess.run([sys.executable, "-c", WITHOUT_S3FS, *args], capture_output=True, text=True, cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: s3://bucket/") and "s3:// URLs need s3fs" in lines[0], lines
+    assert lines[0].endswith("pip install 'gpupipe[cloud]'")
+    assert not list(tmp_path.glob("run*")) and not (tmp_path / "chunks").exists()   # stopped before any work
+
+
 def test_http_urls_are_not_written(tmp_path):
     with pytest.raises(ValueError, match="can be read, not written"):
         storage.write_bytes("https://example.invalid/x", b"")

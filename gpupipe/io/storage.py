@@ -62,15 +62,50 @@ def current_options() -> dict[str, dict[str, Any]]:
 
 
 class StorageUnavailable(ValueError):
-    """A URL whose filesystem is not installed (s3fs for s3://: the [cloud] extra)."""
+    """A URL whose filesystem is not installed (s3fs for s3://: the [cloud] extra). The command line prints its
+    message as one `error:` line (exit 2): it says what to install."""
+
+
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp", "gs": "gcsfs", "gcs": "gcsfs",
+             "abfs": "adlfs", "az": "adlfs", "adl": "adlfs"}
+_CLOUD = ("s3", "s3a", "http", "https")   # what the [cloud] extra brings (s3fs, which brings aiohttp)
+
+
+def _unavailable(url: str, error: ImportError | None = None) -> StorageUnavailable:
+    """One line: which package is missing and the command that installs it (error: None when fsspec is)."""
+    proto = protocol(url)
+    package = "fsspec" if error is None else _PACKAGES.get(proto)
+    if package is None:   # a protocol of fsspec's that we know no package for: fsspec's message names it
+        return StorageUnavailable(f"{url}: the {proto}:// filesystem is not installed ({error})")
+    fix = "pip install 'gpupipe[cloud]'" if error is None or proto in _CLOUD else f"pip install {package}"
+    return StorageUnavailable(f"{url}: {proto}:// URLs need {package}, which is not installed: {fix}")
+
+
+def _fsspec(url: str):
+    try:
+        import fsspec
+    except ImportError:  # fsspec comes with dask; its protocol packages (s3fs, gcsfs, ...) are the [cloud] extra
+        raise _unavailable(url) from None
+    return fsspec
+
+
+def require(location) -> None:
+    """Fail now, before any work, when `location` is a URL whose filesystem package is missing (StorageUnavailable,
+    naming what to install). Local paths pass, and so do protocols fsspec does not know: whoever opens them says
+    what is wrong."""
+    if not is_url(location):
+        return
+    try:
+        _fsspec(location).get_filesystem_class(protocol(location))
+    except ImportError as e:
+        raise _unavailable(location, e) from None
+    except ValueError:   # "Protocol not known"
+        pass
 
 
 def filesystem(url: str):
     """(fsspec filesystem, path inside it) of a URL."""
-    try:
-        import fsspec
-    except ImportError:  # fsspec comes with dask; its protocol packages (s3fs, gcsfs, ...) are the [cloud] extra
-        raise StorageUnavailable(f"{url}: URLs need fsspec: pip install 'gpupipe[cloud]'") from None
+    fsspec = _fsspec(url)
     proto = protocol(url)
     with _lock:
         opts = dict(_options.get(proto, {}))
@@ -81,8 +116,7 @@ def filesystem(url: str):
     try:
         return fsspec.core.url_to_fs(url, **opts)
     except ImportError as e:
-        raise StorageUnavailable(f"{url}: the {proto}:// filesystem is not installed ({e}); pip install "
-                                 f"'gpupipe[cloud]' (s3:// and https://), or fsspec's package for {proto}://") from None
+        raise _unavailable(url, e) from None
 
 
 def _url(fs, path: str) -> str:
