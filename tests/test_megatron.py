@@ -121,7 +121,7 @@ def test_verify_catches_corruption(tmp_path):
     assert any("EOS" in p for p in verify_megatron(tmp_path / "c", EOS))
     with open(tmp_path / "c.bin", "ab") as f:
         f.write(b"\x01\x00")
-    assert any(".bin holds" in p for p in verify_megatron(tmp_path / "c", EOS))
+    assert any("c.bin: holds" in p for p in verify_megatron(tmp_path / "c", EOS))
     (tmp_path / "c.idx").write_bytes(b"NOTMEGA" + bytes(40))
     assert any("bad magic" in p for p in verify_megatron(tmp_path / "c"))
 
@@ -162,3 +162,46 @@ def test_pack_stage_writes_megatron_alongside_the_shards(tmp_path):
     assert [s.tolist() for s in seqs] == [t + [m["eos_id"]] for t in tokenized]  # input order
     assert main(["verify", str(shards)]) == 0
     assert megatron_read(shards / "megatron" / "data")[0]["sequences"] == [s.tolist() for s in seqs]
+
+
+def test_verify_checks_the_megatron_files_the_manifest_lists(tmp_path, capsys):
+    """#28 (4): `gpupipe verify SHARD_DIR` checks megatron/data.bin|.idx too: two flipped bytes in data.bin fail
+    it (sha256, naming the file), as does an index whose pointers were rewritten, or a file gone."""
+    import shutil
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"document {i} " + "word " * (i % 13 + 2)}) + "\n" for i in range(40)))
+    cfg = {"input": {"path": str(src)}, "output": str(tmp_path / "run"), "device": "cpu",
+           "stages": [{"tokenize": {"vocab_size": 300, "min_frequency": 0}},
+                      {"pack": {"seq_len": 32, "megatron": True}}]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "c.yaml")]) == 0
+    shards = tmp_path / "run" / "shards"
+    assert main(["verify", str(shards)]) == 0
+    capsys.readouterr()
+
+    bad = tmp_path / "bad"
+    shutil.copytree(shards, bad)
+    data = bytearray((bad / "megatron" / "data.bin").read_bytes())
+    data[5] ^= 1
+    data[len(data) // 2] ^= 0x10
+    (bad / "megatron" / "data.bin").write_bytes(bytes(data))
+    assert main(["verify", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad / 'megatron' / 'data.bin'}: sha256 mismatch" in err and "data.idx" not in err
+
+    # an index whose first sequence pointer moved: its sha256 and the invariant (pointers = running sum) both fail
+    shutil.copyfile(shards / "megatron" / "data.bin", bad / "megatron" / "data.bin")
+    idx = bytearray((bad / "megatron" / "data.idx").read_bytes())
+    n = struct.unpack_from("<Q", idx, 18)[0]
+    struct.pack_into("<q", idx, 34 + 4 * n, 2)
+    (bad / "megatron" / "data.idx").write_bytes(bytes(idx))
+    assert main(["verify", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "data.idx: sha256 mismatch" in err and "pointers are not the running sum" in err
+
+    (bad / "megatron" / "data.idx").unlink()
+    assert main(["verify", str(bad)]) == 1
+    assert f"{bad / 'megatron' / 'data.idx'}: missing" in capsys.readouterr().err
+    assert main(["verify", str(shards)]) == 0
+    assert "Megatron megatron/data.bin/.idx: 40 documents" in capsys.readouterr().out

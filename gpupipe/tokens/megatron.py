@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from gpupipe.io import storage
 from gpupipe.io.parts import atomic_output
 
 from .packing import check_document, check_token_ids
@@ -197,14 +198,21 @@ def write_megatron(prefix, token_arrays_iter: Iterable, dtype, eos_id: int) -> d
 
 # -- our own reader, for verification ------------------------------------------------------
 
+_SCAN_BYTES = 1 << 24  # bytes of .bin per read while verifying (a multiple of every dtype's size)
+
 
 class MegatronIndex:
-    """A parsed .idx: dtype, sequence lengths, pointers, document indices (memory-mapped)."""
+    """A parsed .idx: dtype, sequence lengths, pointers, document indices (memory-mapped; an index at a URL is
+    read into memory: 20 bytes a document)."""
 
     def __init__(self, prefix):
         path = idx_path(prefix)
-        with open(path, "rb") as f:
-            head = f.read(_HEADER.size)
+        buf = storage.read_bytes(path) if storage.is_url(path) else None
+        if buf is None:
+            with open(path, "rb") as f:
+                head = f.read(_HEADER.size)
+        else:
+            head = buf[:_HEADER.size]
         if len(head) < _HEADER.size:
             raise ValueError(f"{path}: too short for an MMIDIDX header")
         magic, version, code, n_seq, n_doc = _HEADER.unpack(head)
@@ -216,14 +224,21 @@ class MegatronIndex:
             raise ValueError(f"{path}: unknown dtype code {code}")
         self.dtype = np.dtype(_CODE_DTYPES[code]).newbyteorder("<")
         expected = _HEADER.size + n_seq * (4 + 8) + n_doc * 8
-        if os.path.getsize(path) < expected:
-            raise ValueError(f"{path}: {os.path.getsize(path)} bytes, header promises {expected}")
+        size = os.path.getsize(path) if buf is None else len(buf)
+        if size < expected:
+            raise ValueError(f"{path}: {size} bytes, header promises {expected}")
+
+        def array(dtype: str, off: int, n: int) -> np.ndarray:
+            if not n:
+                return np.zeros(0, dtype)
+            return np.memmap(path, dtype, "r", off, (n,)) if buf is None else np.frombuffer(buf, dtype, n, off)
+
         off = _HEADER.size
-        self.sequence_lengths = np.memmap(path, "<i4", "r", off, (n_seq,)) if n_seq else np.zeros(0, "<i4")
+        self.sequence_lengths = array("<i4", off, n_seq)
         off += 4 * n_seq
-        self.sequence_pointers = np.memmap(path, "<i8", "r", off, (n_seq,)) if n_seq else np.zeros(0, "<i8")
+        self.sequence_pointers = array("<i8", off, n_seq)
         off += 8 * n_seq
-        self.document_indices = np.memmap(path, "<i8", "r", off, (n_doc,)) if n_doc else np.zeros(0, "<i8")
+        self.document_indices = array("<i8", off, n_doc)
 
 
 def _bin_tokens(prefix, dtype: np.dtype) -> np.ndarray:
@@ -247,32 +262,79 @@ def read_megatron(prefix) -> tuple[MegatronIndex, list[np.ndarray]]:
     return index, seqs
 
 
-def verify_megatron(prefix, eos_id: int | None = None) -> list[str]:
-    """Problems with a .bin/.idx pair: pointers contiguous, document indices 0..N, and (eos_id given)
-    exactly one EOS per sequence, at its end. Vectorized; an empty list means sound."""
+def _sha256(path: str) -> str:
+    sha = hashlib.sha256()
+    with storage.open_input(path) as f:
+        for block in iter(lambda: f.read(_SCAN_BYTES), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _scan_bin(path: str, dtype: np.dtype, ends: np.ndarray, eos_id: int | None) -> tuple[int, int, int, int, str]:
+    """One streamed pass over a .bin (local or a URL): (tokens, EOS count, sequences whose last token is not EOS,
+    the first such sequence or -1, sha256 of the bytes). `ends`: each sequence's last token position, ascending."""
+    sha = hashlib.sha256()
+    tokens = eos_total = bad = 0
+    first_bad = -1
+    with storage.open_input(path) as f:
+        for block in iter(lambda: f.read(_SCAN_BYTES), b""):
+            sha.update(block)
+            chunk = np.frombuffer(block, dtype, len(block) // dtype.itemsize)
+            if eos_id is not None and chunk.size:
+                eos_total += int(np.count_nonzero(chunk == eos_id))
+                lo, hi = np.searchsorted(ends, [tokens, tokens + chunk.size])
+                miss = np.flatnonzero(chunk[ends[lo:hi] - tokens] != eos_id)
+                if miss.size and first_bad < 0:
+                    first_bad = int(lo + miss[0])
+                bad += int(miss.size)
+            tokens += chunk.size
+    return tokens, eos_total, bad, first_bad, sha.hexdigest()
+
+
+def verify_megatron(prefix, eos_id: int | None = None, expected: dict | None = None) -> list[str]:
+    """Problems with a .bin/.idx pair (a local prefix or a URL): pointers contiguous, document indices 0..N, the
+    .bin the size the lengths say, and (eos_id given) exactly one EOS per sequence, at its end. `expected`, a
+    manifest's `megatron` entry, adds its sha256 of each file, documents, tokens and dtype. One streamed pass over
+    the .bin, vectorized; each problem names its file; an empty list means sound."""
+    binp, idxp = bin_path(prefix), idx_path(prefix)
+    missing = [f"{p}: missing" for p in (binp, idxp) if not storage.isfile(p)]
+    if missing:
+        return missing
+    problems = []
+    if expected is not None:   # the bytes first: a flipped byte may leave every invariant intact
+        digest = _sha256(idxp)
+        if digest != expected.get("idx_sha256"):
+            problems.append(f"{idxp}: sha256 mismatch (file {digest}, manifest {expected.get('idx_sha256')})")
     try:
         index = MegatronIndex(prefix)
-        data = _bin_tokens(prefix, index.dtype)
     except (OSError, ValueError) as exc:
-        return [str(exc)]
-    problems = []
+        return problems + [str(exc)]
     lengths = index.sequence_lengths.astype(np.int64)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if lengths.size else lengths
-    if not np.array_equal(index.sequence_pointers, starts * index.dtype.itemsize):
-        problems.append("sequence pointers are not the running sum of the lengths")
-    if int(lengths.sum()) != data.size:
-        problems.append(f".bin holds {data.size} tokens, the sequence lengths sum to {int(lengths.sum())}")
+    ends = np.cumsum(lengths) - 1
+    tokens, eos_total, bad, first_bad, digest = _scan_bin(
+        binp, index.dtype, ends, eos_id if lengths.size and int(lengths.min()) >= 1 else None)
+    if expected is not None:
+        if digest != expected.get("bin_sha256"):
+            problems.append(f"{binp}: sha256 mismatch (file {digest}, manifest {expected.get('bin_sha256')})")
+        got = {"documents": int(lengths.size), "tokens": tokens, "dtype": index.dtype.name}
+        problems += [f"{idxp}: {k} {v!r}, manifest says {expected.get(k)!r}" for k, v in got.items()
+                     if v != expected.get(k)]
+    shape = []   # the index and the data disagree: the per-sequence EOS check below would be meaningless
+    size = storage.size(binp)
+    if size % index.dtype.itemsize:
+        shape.append(f"{binp}: {size} bytes is not a whole number of {index.dtype.name} tokens")
+    if not np.array_equal(index.sequence_pointers, (ends + 1 - lengths) * index.dtype.itemsize):
+        shape.append(f"{idxp}: sequence pointers are not the running sum of the lengths")
+    if int(lengths.sum()) != tokens:
+        shape.append(f"{binp}: holds {tokens} tokens, the sequence lengths in {idxp} sum to {int(lengths.sum())}")
     docs = index.document_indices
     if docs.size == 0 or docs[0] != 0 or docs[-1] != lengths.size or np.any(np.diff(docs) < 0):
-        problems.append("document indices must rise from 0 to the sequence count")
-    if eos_id is not None and not problems:
+        shape.append(f"{idxp}: document indices must rise from 0 to the sequence count")
+    problems += shape
+    if eos_id is not None and not shape:
         if np.any(lengths < 1):
-            problems.append("empty sequence(s)")
-        else:
-            ends_eos = data[starts + lengths - 1] == eos_id
-            eos_total = int(np.count_nonzero(data == eos_id))
-            if not ends_eos.all() or eos_total != lengths.size:
-                first = int(np.flatnonzero(~ends_eos)[0]) if not ends_eos.all() else None
-                problems.append(f"{lengths.size} sequences but {eos_total} EOS, {int((~ends_eos).sum())} "
-                                f"sequence(s) not ending with EOS (first #{first})")
+            problems.append(f"{idxp}: empty sequence(s)")
+        elif bad or eos_total != lengths.size:
+            problems.append(f"{binp}: {lengths.size} sequences but {eos_total} EOS, {bad} sequence(s) not ending "
+                            f"with EOS (first #{first_bad if bad else None})")
     return problems

@@ -17,6 +17,10 @@ dropped; EOS count = documents_packed.
 Format B (manifest `shard_format: "parquet"`, gpupipe.tokens.packing.write_parquet_shards) gets the same checks:
 its schema (one column `input_ids`, a fixed-size list of seq_len ids of the manifest dtype), rows = sequences,
 sha256 of the file's bytes, and every token check above, row group by row group.
+
+Megatron files the manifest lists (`megatron`: prefix, sha256 of data.bin and data.idx, documents, tokens) are
+checked by gpupipe.tokens.megatron.verify_megatron: their sha256, the index against the data, one EOS ending each
+sequence; and they must hold the documents and stream tokens the shards hold.
 """
 from __future__ import annotations
 
@@ -78,6 +82,7 @@ def verify_shards(shard_dir) -> list[str]:
     problems += _check_stream(m, scans)
     problems += _check_unlisted_files(shard_dir, shards)
     problems += _check_tokenizer(shard_dir, m)
+    problems += _check_megatron(shard_dir, m)
     return problems
 
 
@@ -407,7 +412,8 @@ def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
         problems.append(f"{MANIFEST_FILE}: dropped_remainder_eos {dropped_eos} > dropped_remainder_tokens {dropped}")
     per_source = sum(v for v in m["tokens_per_source"].values() if _is_int(v))
     if per_source != m["stream_tokens"]:
-        problems.append(f"{MANIFEST_FILE}: tokens_per_source sums to {per_source}, stream_tokens is {m['stream_tokens']}")
+        problems.append(f"{MANIFEST_FILE}: tokens_per_source sums to {per_source}, "
+                        f"stream_tokens is {m['stream_tokens']}")
 
     if not all(s.readable for s in scans):
         return problems  # the EOS accounting below needs every shard's content
@@ -469,3 +475,21 @@ def _check_tokenizer(shard_dir: str, m: dict) -> list[str]:
     if digest != m.get("tokenizer_sha256"):
         return [f"{name}: tokenizer sha256 {digest} != manifest tokenizer_sha256 {m.get('tokenizer_sha256')}"]
     return []
+
+
+def _check_megatron(shard_dir: str, m: dict) -> list[str]:
+    """The Megatron .bin/.idx pair the manifest lists (pack `megatron: true`), if any."""
+    from .megatron import verify_megatron
+
+    entry = m.get("megatron")
+    if entry is None:
+        return []
+    prefix = entry.get("prefix") if isinstance(entry, dict) else None
+    if not isinstance(prefix, str) or not prefix or prefix.startswith("/") or ".." in prefix.split("/"):
+        return [f"{MANIFEST_FILE}: megatron entry has no relative prefix: {prefix!r}"]
+    problems = verify_megatron(storage.join(shard_dir, *prefix.split("/")), m["eos_id"], entry)
+    want = {"documents": m["documents_packed"], "tokens": m["stream_tokens"]}
+    problems += [f"{MANIFEST_FILE}: megatron {k} {entry.get(k)!r} != the shards' {v} "
+                 f"({'documents_packed' if k == 'documents' else 'stream_tokens'})"
+                 for k, v in want.items() if entry.get(k) != v]
+    return problems
