@@ -181,8 +181,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
             errors.print(f"FAIL: {p}")
         return 1
     m = read_manifest(args.shard_dir)
+    mega = m.get("megatron")
     console.print(f"OK: {len(m['shards'])} shards, {m['sequences']} sequences of {m['seq_len']} tokens, "
-                  f"{m['documents_packed']} documents, dropped remainder {m['dropped_remainder_tokens']} tokens")
+                  f"{m['documents_packed']} documents, dropped remainder {m['dropped_remainder_tokens']} tokens"
+                  + (f"; Megatron {mega['prefix']}.bin/.idx: {mega['documents']} documents, {mega['tokens']} tokens"
+                     if mega else ""))
     return 0
 
 
@@ -245,12 +248,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         target = parse_tokens(args.tokens)
-        if args.run_dir and not (Path(args.run_dir) / "stats.json").is_file():
-            return fail(f"{args.run_dir} is not a finished run directory (no stats.json)", 2)
-        plan = (plan_from_run(args.run_dir, target, args.cpus, args.gpus) if args.run_dir
+        plan = (plan_from_run(args.run_dir, target, args.cpus, args.gpus) if args.run_dir   # a path or a URL
                 else plan_builtin(target, args.cpus, args.gpus))
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         return fail(f"plan: {e}", 2)
+    for w in plan["warnings"]:
+        errors.print(f"warning: {w}", style="yellow")
     if args.json:
         print(json.dumps(plan, indent=2, ensure_ascii=False))
         return 0
@@ -357,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Scale a finished run's measured stage times, survival rates and file sizes (or, without RUN_DIR, seed "
         "002's reference table per 1T tokens) to a token target: CPU core-hours, GPU-hours, temporary and final "
         "storage per stage, and the raw crawl needed (gpupipe/plan.py says how)."))
-    pl.add_argument("run_dir", nargs="?", help="a finished run to scale (default: seed 002's reference table)")
+    pl.add_argument("run_dir", nargs="?",
+                    help="a finished run to scale, a path or a URL (default: seed 002's reference table)")
     pl.add_argument("--tokens", required=True, help="token target, e.g. 1T, 500B, 2.5M")
     pl.add_argument("--cpus", type=int, help="CPU cores available: also print the wall-clock hours")
     pl.add_argument("--gpus", type=int, help="GPUs available: also print the wall-clock hours")

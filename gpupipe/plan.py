@@ -5,23 +5,28 @@ by one factor, `scale = target tokens / tokens the run produced`, since every st
 input and each stage's input is a fixed share of the raw crawl (the run's survival rates):
 
     CPU core-hours of a stage  = its seconds x the cores that ran it (executor workers; 1 for `local`) x scale / 3600
-    GPU-hours of a stage       = the same on a `device: gpu` run (one GPU per worker), else 0
+    GPU-hours of a stage       = the same on a `device: gpu` run (one GPU per worker); a CPU run measured no GPU
+                                 time, so it gets no GPU estimate (null), not a claim of 0 GPU-hours
     temporary storage          = the Parquet files of the stage's folder (parts, rejects, side tables) x scale
     final storage              = the shard files in the manifest (and Megatron .bin/.idx) x scale
     raw crawl                  = the read stage's input bytes x scale; input records likewise
 
 The tokens a run produced: the packed stream (documents + one EOS each: manifest `stream_tokens`), else the tokenize
 stage's tokens plus one EOS per document. With `--cpus N` / `--gpus M` it also gives the wall-clock hours
-(core-hours / N, GPU-hours / M). Without a run it scales seed 002's reference table (per 1T tokens) instead. Stages
-are summed into the seed's five rows (采集与提取, 基础过滤, 去重, 质量过滤, 后处理与打包); `--json` has every stage.
+(core-hours / N, GPU-hours / M). A target more than MAX_RELIABLE_SCALE times the run's tokens gets a warning: so
+small a run's times are mostly start-up, which does not grow with the data. Without a run it scales seed 002's
+reference table (per 1T tokens) instead. Stages are summed into the seed's five rows (采集与提取, 基础过滤, 去重,
+质量过滤, 后处理与打包); `--json` has every stage. RUN_DIR may be a URL (s3://...): its files are read and listed there.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from pathlib import Path
 from typing import Any
+
+from gpupipe.io import storage
 
 GROUPS = [  # seed 002's rows and the stages each one sums
     ("采集与提取 (collection, extraction)", {"read", "extract", "chunk_markdown"}),
@@ -36,6 +41,7 @@ OTHER_GROUP = GROUPS[-1][0]
 BUILTIN_PER_T = [(50_000, 0, 20), (10_000, 0, 15), (100_000, 0, 30), (20_000, 2_000, 10), (10_000, 0, 5)]
 BUILTIN_RAW_TB = 20
 TB = 1e12
+MAX_RELIABLE_SCALE = 1000   # a run scaled further than this is too small to extrapolate from (a warning says so)
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
 
@@ -54,19 +60,25 @@ def group_of(stage: str) -> str:
     return next((g for g, names in GROUPS if stage in names), OTHER_GROUP)
 
 
-def _parquet_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*.parquet")) if folder.is_dir() else 0
+def _file_sizes(location: str) -> dict[str, int]:
+    """Every file under a run directory (relative name → bytes): os.walk on disk, one listing of a bucket."""
+    if not storage.is_url(location):
+        return {os.path.relpath(os.path.join(d, f), location).replace(os.sep, "/"): os.path.getsize(os.path.join(d, f))
+                for d, _, files in os.walk(location) for f in files}
+    fs, path = storage.filesystem(location)
+    root = path.rstrip("/") + "/"
+    return {p[len(root):]: int(info.get("size") or 0) for p, info in fs.find(path, detail=True).items()
+            if p.startswith(root)}
 
 
-def _final_bytes(root: Path, manifest: dict | None) -> int:
+def _final_bytes(sizes: dict[str, int], manifest: dict | None) -> int:
     if not manifest:
         return 0
-    shards = root / "shards"
-    files = [shards / s["file"] for s in manifest["shards"]]
+    files = [f"shards/{s['file']}" for s in manifest["shards"]]
     if "megatron" in manifest:
-        prefix = shards / manifest["megatron"]["prefix"]
-        files += [prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")]
-    return sum(f.stat().st_size for f in files if f.is_file())
+        prefix = f"shards/{manifest['megatron']['prefix']}"
+        files += [f"{prefix}.bin", f"{prefix}.idx"]
+    return sum(sizes.get(f, 0) for f in files)
 
 
 def run_tokens(stats: dict[str, Any], manifest: dict | None) -> int:
@@ -79,15 +91,20 @@ def run_tokens(stats: dict[str, Any], manifest: dict | None) -> int:
     return int(tok[-1]["extra"].get("tokens", 0)) + tok[-1]["docs_out"]
 
 
-def plan_from_run(run_dir: str | Path, target_tokens: int, cpus: int | None = None,
+def plan_from_run(run_dir: str | os.PathLike, target_tokens: int, cpus: int | None = None,
                   gpus: int | None = None) -> dict[str, Any]:
-    root = Path(run_dir)
-    stats = json.loads((root / "stats.json").read_text(encoding="utf-8"))
-    man_path = root / "shards" / "manifest.json"
-    manifest = json.loads(man_path.read_text(encoding="utf-8")) if man_path.is_file() else None
+    """run_dir: a finished run directory, a path or a URL (s3://bucket/runs/r1)."""
+    root = run_dir.rstrip("/") if storage.is_url(run_dir) else os.fspath(run_dir)
+    stats_path = storage.join(root, "stats.json")
+    if not storage.isfile(stats_path):
+        raise ValueError(f"{root} is not a finished run directory (no stats.json)")
+    stats = json.loads(storage.read_text(stats_path))
+    man_path = storage.join(root, "shards", "manifest.json")
+    manifest = json.loads(storage.read_text(man_path)) if storage.isfile(man_path) else None
     measured = run_tokens(stats, manifest)
     if measured <= 0:
         raise ValueError(f"{root} produced no tokens: nothing to scale")
+    sizes = _file_sizes(root)
     scale = target_tokens / measured
     cores = int(stats.get("workers") or 1)
     gpu = stats.get("device") == "gpu"
@@ -95,6 +112,7 @@ def plan_from_run(run_dir: str | Path, target_tokens: int, cpus: int | None = No
     stages = []
     for i, s in enumerate(stats["stages"]):
         core_h = s["seconds"] * cores * scale / 3600
+        folder = f"stages/{i:02d}-{s['name']}/"
         stages.append({
             "name": s["name"], "group": group_of(s["name"]),
             "seconds": s["seconds"], "docs_in": s["docs_in"], "docs_out": s["docs_out"],
@@ -103,12 +121,20 @@ def plan_from_run(run_dir: str | Path, target_tokens: int, cpus: int | None = No
             "docs_per_second_per_core": (round(s["docs_in"] / (s["seconds"] * cores), 3) if s["seconds"] else None),
             "target_docs_in": round(s["docs_in"] * scale),
             "cpu_core_hours": core_h,
-            "gpu_hours": core_h if gpu else 0.0,
-            "temp_bytes": _parquet_bytes(root / "stages" / f"{i:02d}-{s['name']}") * scale,
+            # a run on the CPU measured no GPU time: no GPU estimate (None), rather than a claim of 0 GPU-hours
+            "gpu_hours": core_h if gpu else None,
+            "temp_bytes": sum(n for f, n in sizes.items() if f.startswith(folder) and f.endswith(".parquet")) * scale,
         })
-    final = _final_bytes(root, manifest) * scale
-    return _finish({"basis": "run", "run_dir": str(root), "target_tokens": target_tokens, "measured_tokens": measured,
+    warnings = []
+    if scale > MAX_RELIABLE_SCALE:
+        warnings.append(f"the run measured packed only {measured:,} tokens, {scale:,.4g}x short of the target: "
+                        f"so small a run's times are mostly start-up (numba compiling, tokenizer training, process "
+                        f"start), so this linear extrapolation is unreliable; measure a run of at least "
+                        f"{human(target_tokens / MAX_RELIABLE_SCALE)} tokens")
+    final = _final_bytes(sizes, manifest) * scale
+    return _finish({"basis": "run", "run_dir": root, "target_tokens": target_tokens, "measured_tokens": measured,
                     "scale": scale, "cores_measured": cores, "device": stats.get("device"),
+                    "gpu_measured": gpu, "warnings": warnings,
                     "raw_crawl_bytes": stats["stages"][0]["bytes_in"] * scale,
                     "input_records": round(stats["input_records"] * scale), "final_bytes": final,
                     "stages": stages}, cpus, gpus)
@@ -119,7 +145,8 @@ def plan_builtin(target_tokens: int, cpus: int | None = None, gpus: int | None =
     rows = [{"name": g, "group": g, "cpu_core_hours": c * k, "gpu_hours": gp * k, "temp_bytes": tb * TB * k}
             for (g, _), (c, gp, tb) in zip(GROUPS, BUILTIN_PER_T)]
     return _finish({"basis": "builtin (seed 002 资源估算, per 1T tokens)", "target_tokens": target_tokens,
-                    "scale": k, "raw_crawl_bytes": BUILTIN_RAW_TB * TB * k, "final_bytes": 0.0, "stages": rows},
+                    "scale": k, "gpu_measured": True, "warnings": [], "raw_crawl_bytes": BUILTIN_RAW_TB * TB * k,
+                    "final_bytes": 0.0, "stages": rows},
                    cpus, gpus)
 
 
@@ -131,17 +158,21 @@ def _finish(plan: dict[str, Any], cpus: int | None, gpus: int | None) -> dict[st
         if s["name"] != s["group"]:
             g["stages"].append(s["name"])
         g["cpu_core_hours"] += s["cpu_core_hours"]
-        g["gpu_hours"] += s["gpu_hours"]
+        g["gpu_hours"] += s["gpu_hours"] or 0.0
         g["storage_bytes"] += s["temp_bytes"]
     groups[OTHER_GROUP]["storage_bytes"] += plan["final_bytes"]
     plan["groups"] = list(groups.values())
     total = {k: sum(g[k] for g in plan["groups"]) for k in ("cpu_core_hours", "gpu_hours", "storage_bytes")}
+    if not plan["gpu_measured"]:   # nothing measured on a GPU: no GPU figure at all
+        total["gpu_hours"] = None
+        for g in plan["groups"]:
+            g["gpu_hours"] = None
     total["temp_bytes"] = sum(s["temp_bytes"] for s in plan["stages"])
     total["final_bytes"] = plan["final_bytes"]
     total["raw_crawl_bytes"] = plan["raw_crawl_bytes"]
     if cpus:
         total["wall_hours_cpu"] = total["cpu_core_hours"] / cpus
-    if gpus:
+    if gpus and total["gpu_hours"] is not None:
         total["wall_hours_gpu"] = total["gpu_hours"] / gpus
     plan.update(cpus=cpus, gpus=gpus, total=total)
     return plan
@@ -167,11 +198,15 @@ def plan_table(plan: dict[str, Any]):
         t.add_column(col, justify="left" if col.startswith("阶段") else "right")
     for g in plan["groups"]:
         label = g["group"] + (f"\n  {', '.join(g['stages'])}" if g["stages"] else "")
-        t.add_row(label, human(g["cpu_core_hours"]), human(g["gpu_hours"]), f"{g['storage_bytes'] / TB:,.2f}")
+        t.add_row(label, human(g["cpu_core_hours"]), _gpu(g["gpu_hours"]), f"{g['storage_bytes'] / TB:,.2f}")
     tot = plan["total"]
-    t.add_row("总计 total", f"~{human(tot['cpu_core_hours'])}", f"~{human(tot['gpu_hours'])}",
+    t.add_row("总计 total", f"~{human(tot['cpu_core_hours'])}", _gpu(tot["gpu_hours"], "~"),
               f"~{tot['storage_bytes'] / TB:,.2f}")
     return t
+
+
+def _gpu(hours: float | None, prefix: str = "") -> str:
+    return "- (CPU run)" if hours is None else prefix + human(hours)
 
 
 def plan_summary(plan: dict[str, Any]) -> list[str]:
@@ -179,10 +214,15 @@ def plan_summary(plan: dict[str, Any]) -> list[str]:
     lines = [f"raw crawl needed: {tot['raw_crawl_bytes'] / TB:,.2f} TB"
              + (f" ({plan['input_records']:,} records)" if "input_records" in plan else "")
              + f"; temporary {tot['temp_bytes'] / TB:,.2f} TB, final {tot['final_bytes'] / TB:,.2f} TB"]
+    if not plan["gpu_measured"]:
+        lines.append(f"measured on the CPU (device {plan.get('device')}): no GPU-hours estimated; the CPU "
+                     f"core-hours are the whole estimate")
     if plan.get("cpus"):
         lines.append(f"wall clock on {plan['cpus']} CPU cores: {tot['wall_hours_cpu']:,.1f} h")
-    if plan.get("gpus"):
+    if plan.get("gpus") and "wall_hours_gpu" in tot:
         lines.append(f"wall clock on {plan['gpus']} GPUs: {tot['wall_hours_gpu']:,.1f} h")
+    elif plan.get("gpus"):
+        lines.append(f"wall clock on {plan['gpus']} GPUs: not estimated, the run measured used no GPU")
     return lines
 
 

@@ -36,7 +36,7 @@ def test_plan_arithmetic_on_a_known_run(run):
     for i, (p, s) in enumerate(zip(plan["stages"], stats["stages"])):
         assert p["name"] == s["name"]
         assert p["cpu_core_hours"] == pytest.approx(s["seconds"] * 10 / 3600)
-        assert p["gpu_hours"] == 0
+        assert p["gpu_hours"] is None   # a CPU run measured no GPU time
         assert p["target_docs_in"] == s["docs_in"] * 10
         assert p["survival"] == pytest.approx(s["docs_out"] / s["docs_in"], abs=1e-6)
         parquet = sum(f.stat().st_size for f in (root / "stages" / f"{i:02d}-{s['name']}").rglob("*.parquet"))
@@ -48,7 +48,9 @@ def test_plan_arithmetic_on_a_known_run(run):
     assert plan["input_records"] == stats["input_records"] * 10
     assert t["cpu_core_hours"] == pytest.approx(sum(s["seconds"] for s in stats["stages"]) * 10 / 3600)
     assert t["storage_bytes"] == pytest.approx(t["temp_bytes"] + t["final_bytes"])
-    assert t["wall_hours_cpu"] == pytest.approx(t["cpu_core_hours"] / 4) and t["wall_hours_gpu"] == 0
+    assert t["wall_hours_cpu"] == pytest.approx(t["cpu_core_hours"] / 4)
+    assert t["gpu_hours"] is None and "wall_hours_gpu" not in t and not plan["gpu_measured"]
+    assert plan["warnings"] == []   # x10: no warning
     groups = {g["group"]: g for g in plan["groups"]}
     assert groups[GROUPS[2][0]]["stages"] == ["exact_dedup", "fuzzy_dedup"]
     dedup = [p for p in plan["stages"] if p["name"].endswith("dedup")]
@@ -77,3 +79,35 @@ def test_builtin_table_is_seed_002s(capsys):
     assert main(["plan", "--tokens", "1T"]) == 0
     out = capsys.readouterr().out
     assert "~190K" in out and "~2.0K" in out
+
+
+def test_a_cpu_run_claims_no_gpu_hours(run, capsys):
+    """#28 (7b): a run on the CPU gives no GPU estimate: no "8 GPUs: 0.0 h", no 0 GPU-hours in the table."""
+    root, stats, manifest = run
+    assert stats["device"] == "cpu"
+    plan = plan_from_run(root, 10 * manifest["stream_tokens"], gpus=8)
+    assert plan["total"]["gpu_hours"] is None and all(g["gpu_hours"] is None for g in plan["groups"])
+    assert main(["plan", str(root), "--tokens", str(10 * manifest["stream_tokens"]), "--gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "8 GPUs: 0.0 h" not in out and "wall clock on 8 GPUs: not estimated" in out
+    assert "measured on the CPU (device cpu): no GPU-hours estimated" in out
+    total = next(line for line in out.splitlines() if "总计" in line)
+    assert [c.strip() for c in total.split("│")][3] == "- (CPU run)"   # the GPU-hours column
+    # the builtin table (seed 002's, measured on GPUs) still gives GPU wall-clock hours
+    assert main(["plan", "--tokens", "1T", "--gpus", "8"]) == 0
+    assert "wall clock on 8 GPUs: 250.0 h" in capsys.readouterr().out
+
+
+def test_a_huge_extrapolation_is_warned_about(run, capsys):
+    """#28 (7b): scaling a tiny run a million-fold says the measurement is too small to extrapolate reliably."""
+    root, stats, manifest = run
+    assert main(["plan", str(root), "--tokens", "1T"]) == 0
+    scale = 10**12 / manifest["stream_tokens"]
+    assert scale > 1000
+    err = capsys.readouterr().err
+    assert "warning:" in err and f"{scale:,.4g}x" in err and "unreliable" in err
+    assert main(["plan", str(root), "--tokens", "1T", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "unreliable" in json.loads(captured.out)["warnings"][0] and "warning:" in captured.err
+    assert main(["plan", str(root), "--tokens", str(1000 * manifest["stream_tokens"])]) == 0
+    assert "warning" not in capsys.readouterr().err   # x1000 is the limit

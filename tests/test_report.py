@@ -397,3 +397,28 @@ def test_profiling_readme_lists_every_script():
     for script in sorted((REPO / "profiling").glob("*")):
         if script.suffix in (".py", ".sh"):
             assert f"profiling/{script.name}" in readme, f"profiling/README.md does not list {script.name}"
+
+
+def test_a_resumed_run_reports_the_time_of_its_stages(tmp_path, synth_crawl):
+    """#28 (7a): a fully resumed run's report gives the stages' recorded time (summed) and says they were resumed,
+    not only the seconds of the invocation that found everything done."""
+    from conftest import write_config
+
+    cfg = write_config(tmp_path / "c.yaml", input={"path": synth_crawl["warc"]}, output=str(tmp_path / "run"),
+                       stages=[{"extract": {}}, {"langid": {"keep": ["en"]}}])
+    assert main(["run", str(cfg)]) == 0
+    first = json.loads((tmp_path / "run" / "stats.json").read_text())
+    assert "resumed" not in (tmp_path / "run" / "report.html").read_text().split("<main>")[0]
+    assert main(["run", str(cfg)]) == 0                 # everything done already: every stage resumed
+    stats = json.loads((tmp_path / "run" / "stats.json").read_text())
+    assert all(s["resumed"] for s in stats["stages"])
+    total = round(sum(s["seconds"] for s in first["stages"]), 3)
+    assert total == round(sum(s["seconds"] for s in stats["stages"]), 3)
+    html = (tmp_path / "run" / "report.html").read_text()
+    header = html.split("<main>")[0]
+    assert (f"{total} s in its stages, 3 of 3 resumed from an earlier invocation (this one took "
+            f"{stats['seconds']} s)") in header
+    summary = parse(html).find_all("table", data_table="summary")[0]
+    assert float(summary.find_all("td", data_key="stage_seconds")[0].attrs["data-value"]) == total
+    assert summary.find_all("td", data_key="resumed_stages")[0].text() == "read, extract, langid"
+    assert f"the whole run took {total} s in its stages" in html

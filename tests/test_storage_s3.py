@@ -342,3 +342,78 @@ def test_a_decontamination_index_on_s3_is_the_local_one(s3, synth_crawl, tmp_pat
         runs[where] = (counts, decon["removed"], shards, manifest)
     assert runs["s3"] == runs["local"]
     assert runs["local"][0]["docs_with_leaks"] > 0
+
+
+def test_report_plan_and_audit_read_a_run_directory_in_the_bucket(s3_run, local_run, tmp_path, monkeypatch, capsys):
+    """#28 (5): `gpupipe report|plan|audit s3://...` on the run directory `run` wrote there, as the README's
+    recipes do, each from a machine that never saw the run (a fresh GPUPIPE_WORK_DIR): the report is written back
+    into the bucket, the plan is the local run's, the audit's reviews and verdict land in the bucket too."""
+    from gpupipe.plan import plan_from_run
+
+    monkeypatch.setenv("GPUPIPE_WORK_DIR", str(tmp_path / "machine-a"))
+    storage.remove(f"{s3_run}/report.html")
+    assert main(["report", s3_run]) == 0
+    out = capsys.readouterr().out
+    assert f"report: {s3_run}/report.html" in out and f"audit samples: {s3_run}/audit" in out
+    html = storage.read_text(f"{s3_run}/report.html")
+    assert f"gpupipe audit {s3_run} --stage" in html and f"RUN/stats.json of {s3_run}" in html
+    assert 'data-key="output_docs"' in html and "s3:/bucket" not in html
+
+    assert main(["plan", s3_run, "--tokens", "1T", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    here = plan_from_run(local_run, 10**12)
+    assert plan["run_dir"] == s3_run and plan["measured_tokens"] == here["measured_tokens"]
+    assert plan["final_bytes"] == here["final_bytes"] > 0   # the same shards, listed in the bucket
+    for i, st in enumerate(plan["stages"]):
+        folder = f"{s3_run}/stages/{i:02d}-{st['name']}"
+        parquet = sum(storage.size(f"{folder}/{rel}") for rel in storage.find(folder) if rel.endswith(".parquet"))
+        assert st["temp_bytes"] == pytest.approx(parquet * plan["scale"])
+    assert main(["plan", s3_run, "--tokens", "1T"]) == 0
+    out = capsys.readouterr().out
+    assert s3_run in out and "s3:/bucket" not in out
+
+    samples = [json.loads(line) for line in storage.read_text(f"{s3_run}/audit/03-langid.jsonl").splitlines()]
+    review = tmp_path / "review.jsonl"
+    review.write_text("".join(json.dumps({"sample_id": s["sample_id"], "pass": True}) + "\n" for s in samples[:10]))
+    assert main(["audit", s3_run, "--stage", "langid", "--review", str(review)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: 03-langid" in out and f"results: {s3_run}/audit/03-langid.review.json" in out
+    assert json.loads(storage.read_text(f"{s3_run}/audit/03-langid.review.json"))["reviewed"] == 10
+    # a second reviewer on another machine: the bucket's reviews are the starting point
+    monkeypatch.setenv("GPUPIPE_WORK_DIR", str(tmp_path / "machine-b"))
+    review.write_text("".join(json.dumps({"sample_id": s["sample_id"], "pass": False}) + "\n" for s in samples[10:11]))
+    assert main(["audit", s3_run, "--stage", "03-langid", "--review", str(review)]) == 0
+    verdict = json.loads(storage.read_text(f"{s3_run}/audit/03-langid.review.json"))
+    assert (verdict["reviewed"], verdict["passed"], verdict["verdict"]) == (11, 10, "WARN")
+    assert len(storage.read_text(f"{s3_run}/audit/03-langid.reviews.jsonl").splitlines()) == 11
+    capsys.readouterr()
+
+    for cmd in (["report", f"{s3_run}-missing"], ["plan", f"{s3_run}-missing", "--tokens", "1T"],
+                ["audit", f"{s3_run}-missing", "--stage", "langid"]):
+        assert main(cmd) == 2
+        assert f"{s3_run}-missing is not a finished run directory (no stats.json)" in capsys.readouterr().err
+
+
+def test_verify_checks_megatron_files_in_the_bucket(s3, tmp_path, capsys):
+    """#28 (4) over s3://: the Megatron .bin/.idx the manifest lists are read by ranged requests and checked."""
+    import yaml
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"document {i} " + "word " * (i % 11 + 2)}) + "\n" for i in range(30)))
+    cfg = {"input": {"path": str(src)}, "output": str(tmp_path / "run"), "device": "cpu",
+           "stages": [{"tokenize": {"vocab_size": 300, "min_frequency": 0}},
+                      {"pack": {"seq_len": 32, "megatron": True}}]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "c.yaml")]) == 0
+    url = f"{s3}/megatron-shards"
+    local = tmp_path / "run" / "shards"
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        if f.name == "data.bin":
+            data = data[:6] + bytes([data[6] ^ 1]) + data[7:]
+        storage.write_bytes(f"{url}/{f.relative_to(local).as_posix()}", data)
+    assert main(["verify", url]) == 1
+    assert f"{url}/megatron/data.bin: sha256 mismatch" in capsys.readouterr().err
+    storage.put_file(local / "megatron" / "data.bin", f"{url}/megatron/data.bin")
+    assert main(["verify", url]) == 0
+    assert "Megatron megatron/data.bin/.idx: 30 documents" in capsys.readouterr().out

@@ -21,13 +21,14 @@ REPORT_FILE = "report.html"
 
 
 def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audit_seed: int | None = None,
-                 audit_rows: int | None = None) -> Path:
-    """Write RUN/audit/NN-name.jsonl samples (reused when unchanged) and RUN/report.html; returns the report path."""
+                 audit_rows: int | None = None, location: str | None = None) -> Path:
+    """Write RUN/audit/NN-name.jsonl samples (reused when unchanged) and RUN/report.html; returns the report path.
+    run_dir is local; `location` is how the page names the run when that is elsewhere (its URL)."""
     from gpupipe.io.parts import atomic_write_text
     from gpupipe.report.audit import write_samples
     from gpupipe.report.html import AUDIT_ROWS_SHOWN, Run, render
 
-    run = Run.load(run_dir)
+    run = Run.load(run_dir, location)
     index = write_samples(run.root, audit_size, audit_seed)
     path = run.root / REPORT_FILE
     atomic_write_text(path, render(run, index, AUDIT_ROWS_SHOWN if audit_rows is None else audit_rows))
@@ -37,13 +38,20 @@ def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audi
 def cmd_report(args) -> int:
     from rich.console import Console
 
-    run = Path(args.run_dir)
-    if not (run / "stats.json").is_file():
-        Console(stderr=True, markup=False, highlight=False).print(
-            f"error: {run} is not a finished run directory (no stats.json)")
+    from gpupipe.report.audit import AUDIT_DIR
+    from gpupipe.report.location import RunLocation
+    from gpupipe.run.rundir import RunDirBusy
+
+    try:
+        with RunLocation(args.run_dir) as loc:   # a URL: through a local copy, the report uploaded back
+            path = write_report(loc.local, args.audit_size, args.audit_seed, args.audit_rows, loc.url)
+            loc.push(REPORT_FILE, AUDIT_DIR)
+    except (ValueError, OSError, RunDirBusy) as e:
+        Console(stderr=True, markup=False, highlight=False, soft_wrap=True).print(f"error: {e}")
         return 2
-    path = write_report(run, args.audit_size, args.audit_seed, args.audit_rows)
-    Console(highlight=False, markup=False).print(f"report: {path}  (audit samples: {run / 'audit'})")
+    local = f" (local copy: {path})" if loc.url else ""
+    Console(highlight=False, markup=False, soft_wrap=True).print(  # unwrapped: paths stay whole
+        f"report: {loc.where(path)}{local}  (audit samples: {loc.where(loc.local / AUDIT_DIR)})")
     return 0
 
 
@@ -53,7 +61,7 @@ def add_report_parser(subparsers) -> None:
         "Write one self-contained HTML page of what a run did: the funnel with removal reasons, languages, "
         "quality-signal histograms with their thresholds, duplicate clusters, tokens, mixture ledger, throughput, "
         "audit samples and the resolved config. Also writes the audit samples to RUN/audit/NN-name.jsonl."))
-    r.add_argument("run_dir", help="a run directory (with stats.json)")
+    r.add_argument("run_dir", help="a run directory (with stats.json), or its URL: report.html is uploaded there")
     r.add_argument("--audit-size", dest="audit_size", type=int, default=SAMPLE_SIZE,
                    help=f"audit sample size per stage, kept and removed together (default {SAMPLE_SIZE})")
     r.add_argument("--audit-seed", dest="audit_seed", type=int, default=None,

@@ -362,16 +362,30 @@ def find_stage_folder(run: Path, name: str) -> Path:
 def cmd_audit(args) -> int:
     from rich.console import Console
 
-    out, err = Console(highlight=False, markup=False), Console(stderr=True, highlight=False, markup=False)
-    run = Path(args.run_dir)
-    if not (run / "stats.json").is_file():
-        err.print(f"error: {run} is not a finished run directory (no stats.json)")
+    from gpupipe.report.location import RunLocation
+    from gpupipe.run.rundir import RunDirBusy
+
+    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    try:
+        with RunLocation(args.run_dir) as loc:   # a URL: through a local copy, audit/ uploaded back
+            return _audit(args, loc)
+    except (ValueError, OSError, RunDirBusy) as e:
+        err.print(f"error: {e}")
         return 2
+
+
+def _audit(args, loc) -> int:
+    from rich.console import Console
+
+    # soft_wrap: messages unwrapped, so a long path or URL stays whole
+    out = Console(highlight=False, markup=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    run = loc.local
     try:
         folder = find_stage_folder(run, args.stage)
         verdict(1, 1, args.min_pass_rate, args.escalation_threshold)   # thresholds sane?
     except (LookupError, ValueError) as e:
-        err.print(f"error: {e}")
+        err.print(f"error: {str(e).replace(str(run), loc.where(run))}")
         return 2
     index = write_samples(run, args.size, args.seed)
     audit = run / AUDIT_DIR
@@ -387,22 +401,29 @@ def cmd_audit(args) -> int:
         _append(log, [{"sample_id": r["sample_id"], "pass": r["pass"], "note": r.get("note"),
                        "reviewer": r.get("reviewer", reviewer)} for r in lines])
     elif sys.stdin.isatty():
-        n = interactive_review(samples, set(latest_reviews(log)), lambda r: _append(log, [r]), reviewer=reviewer)
-        out.print(f"recorded {n} reviews in {log}")
+        def record(r: dict) -> None:
+            _append(log, [r])
+            loc.push(log.relative_to(run).as_posix())   # in the bucket at once: a review is a person's time
+
+        n = interactive_review(samples, set(latest_reviews(log)), record, reviewer=reviewer)
+        out.print(f"recorded {n} reviews in {loc.where(log)}")
+    loc.push(AUDIT_DIR)
     reviews = latest_reviews(log)
     if not reviews:
-        err.print(f"no reviews yet for {folder.name}: {len(samples)} samples in {audit / (folder.name + '.jsonl')}; "
-                  f"review them with --review FILE (JSONL {{sample_id, pass, note}}) or interactively on a terminal")
+        err.print(f"no reviews yet for {folder.name}: {len(samples)} samples in "
+                  f"{loc.where(audit / (folder.name + '.jsonl'))}; review them with --review FILE (JSONL "
+                  f"{{sample_id, pass, note}}) or interactively on a terminal")
         return 2
     summary = summarize(samples, reviews, folder.name, args.min_pass_rate, args.escalation_threshold)
     atomic_write_text(audit / f"{folder.name}.review.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    loc.push(f"{AUDIT_DIR}/{folder.name}.review.json")
     out.print(f"{summary['verdict']}: {folder.name} pass rate {summary['pass_rate']:.4f} "
               f"({summary['passed']}/{summary['reviewed']} reviewed of {summary['samples']} samples"
               f"{'' if summary['complete'] else ', review incomplete'}; min_pass_rate {args.min_pass_rate}, "
               f"escalation_threshold {args.escalation_threshold})")
     for status, r in summary["by_status"].items():
         out.print(f"  {status:<8} {r['passed']}/{r['reviewed']} pass")
-    out.print(f"results: {audit / (folder.name + '.review.json')}")
+    out.print(f"results: {loc.where(audit / (folder.name + '.review.json'))}")
     return EXIT_ESCALATE if summary["verdict"] == "ESCALATE" else 0
 
 
@@ -412,7 +433,7 @@ def add_audit_parser(subparsers) -> None:
         "missing) from a review file or, on a terminal, interactively (p/f/s/q); then compute the pass rate. "
         "Prints PASS (>= --min-pass-rate), WARN (>= --escalation-threshold) or ESCALATE (exit 3); "
         "results in RUN/audit/NN-name.review.json."))
-    a.add_argument("run_dir", help="a run directory")
+    a.add_argument("run_dir", help="a run directory, or its URL (s3://bucket/runs/r1)")
     a.add_argument("--stage", required=True, help="stage name (langid) or folder (03-langid)")
     a.add_argument("--review", help="JSONL review file: {sample_id, pass: true|false, note} per line")
     a.add_argument("--reviewer", help="who reviewed (default: $USER)")

@@ -86,16 +86,22 @@ class Run:
     config: dict[str, Any]
     config_text: str
     manifest: dict[str, Any] | None
+    location: str | None = None   # where the run lives when root is a local copy of it (its URL)
 
     @classmethod
-    def load(cls, root: str | Path) -> "Run":
+    def load(cls, root: str | Path, location: str | None = None) -> "Run":
         root = Path(root)
         stats = json.loads((root / "stats.json").read_text(encoding="utf-8"))
         cfg_file = root / "config.resolved.yaml"
         text = cfg_file.read_text(encoding="utf-8") if cfg_file.is_file() else ""
         man = root / "shards" / "manifest.json"
         manifest = json.loads(man.read_text(encoding="utf-8")) if man.is_file() else None
-        return cls(root, stats, yaml.safe_load(text) or {}, text, manifest)
+        return cls(root, stats, yaml.safe_load(text) or {}, text, manifest, location)
+
+    @property
+    def name(self) -> str:
+        """The run directory as the user names it."""
+        return self.location or str(self.root)
 
     @property
     def stages(self) -> list[dict[str, Any]]:
@@ -255,11 +261,29 @@ def note(text: str) -> str:
 # -- sections --------------------------------------------------------------------------------------------------
 
 
+def run_time(stats: dict[str, Any]) -> str:
+    """The run's time in words. stats.json `seconds` is the last invocation's: a resumed run spent its time in
+    earlier ones, so the stages' recorded seconds are summed and the resumed stages counted."""
+    stages = stats["stages"]
+    resumed = sum(1 for st in stages if st.get("resumed"))
+    if not resumed:
+        return f"{stats.get('seconds')} s"
+    total = round(sum(st["seconds"] for st in stages), 3)
+    return (f"{total} s in its stages, {resumed} of {len(stages)} resumed from an earlier invocation "
+            f"(this one took {stats.get('seconds')} s)")
+
+
 def summary_section(run: Run) -> str:
     s = run.stats
     keys = ["input_records", "output_docs", "removed_total", "docs_added_total", "conservation_ok", "seconds",
             "device", "executor", "workers", "gpupipe_version", "results_hash", "curated_dir", "shards_dir"]
     rows = [f"<tr><th>{e(k)}</th>{td(s.get(k), k)}</tr>" for k in keys]
+    resumed = [st["name"] for st in run.stages if st.get("resumed")]
+    if resumed:   # `seconds` above is only the last invocation's
+        rows.insert(keys.index("seconds") + 1,
+                    f"<tr><th>stage seconds (all invocations)</th>"
+                    f"{td(round(sum(st['seconds'] for st in run.stages), 3), 'stage_seconds')}</tr>"
+                    f"<tr><th>resumed stages</th>{td(', '.join(resumed), 'resumed_stages')}</tr>")
     if run.manifest:
         m = run.manifest
         rows += [f"<tr><th>manifest {e(k)}</th>{td(m.get(k), 'manifest.' + k)}</tr>"
@@ -268,7 +292,7 @@ def summary_section(run: Run) -> str:
         rows.append(f"<tr><th>manifest shards</th>{td(len(m.get('shards', [])), 'manifest.shards')}</tr>")
     warnings = "".join(f'<p class="warning" data-warning>warning: {e(w)}</p>' for w in s.get("warnings", []))
     return section("summary", "Run", warnings + table("summary", ["field", "value"], rows,
-                                                      f"RUN/stats.json of {run.root}"))
+                                                      f"RUN/stats.json of {run.name}"))
 
 
 def funnel_section(run: Run) -> str:
@@ -532,7 +556,7 @@ def throughput_section(run: Run) -> str:
     secs = [s["seconds"] for s in st]
     fig = figure("time", charts.bars(names, secs, "seconds", "time per stage", "{:.2f} s"),
                  {"stages": [s["name"] for s in st], "seconds": secs},
-                 f"Wall time per stage; the whole run took {run.stats.get('seconds')} s.")
+                 f"Wall time per stage; the whole run took {run_time(run.stats)}.")
     rows = []
     for s in st:
         mbps = round(s["bytes_in"] / 1e6 / s["seconds"], 3) if s["seconds"] else None
@@ -561,7 +585,7 @@ def extra_section(run: Run) -> str:
 def audit_section(run: Run, index: dict[str, Any], shown: int) -> str:
     body = [note(f"A seeded random sample per stage (seed {index.get('seed')}, up to {index.get('size')} "
                  f"documents, kept and removed balanced) in RUN/audit/NN-name.jsonl; the first {shown} of each "
-                 f"are below. Review with: gpupipe audit {run.root} --stage NAME [--review FILE]. Gate: pass "
+                 f"are below. Review with: gpupipe audit {run.name} --stage NAME [--review FILE]. Gate: pass "
                  f"rate >= {audit_mod.MIN_PASS_RATE} PASS, >= {audit_mod.ESCALATION_THRESHOLD} WARN, else "
                  f"ESCALATE.")]
     for folder, info in index.get("stages", {}).items():
@@ -614,7 +638,7 @@ SECTIONS = [("summary", "Run"), ("funnel", "Funnel"), ("languages", "Languages")
 
 def render(run: Run, audit_index: dict[str, Any], audit_rows: int = AUDIT_ROWS_SHOWN) -> str:
     s = run.stats
-    title = f"gpupipe report: {run.root.name}"
+    title = f"gpupipe report: {run.name.rstrip('/').rsplit('/', 1)[-1]}"
     nav = "".join(f'<a href="#{sid}">{e(label)}</a>' for sid, label in SECTIONS)
     body = "".join([summary_section(run), funnel_section(run), languages_section(run), signals_section(run),
                     dedup_section(run), tokens_section(run), mixture_section(run), throughput_section(run),
@@ -624,7 +648,7 @@ def render(run: Run, audit_index: dict[str, Any], audit_rows: int = AUDIT_ROWS_S
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
             f"<header><h1>{e(title)}</h1><p>{s['input_records']:,} input records → {s['output_docs']:,} "
-            f"documents · {len(run.stages)} stages · {s.get('seconds')} s · device {e(str(s.get('device')))} · "
+            f"documents · {len(run.stages)} stages · {e(run_time(s))} · device {e(str(s.get('device')))} · "
             f"gpupipe {e(str(s.get('gpupipe_version')))}</p><nav>{nav}</nav></header>"
             f"<main>{body}</main></body></html>\n")
 

@@ -64,8 +64,8 @@ def _output_folder(stats: dict[str, Any], root: Path) -> Path | None:
     if "tokenize" in names:
         i = len(names) - 1 - names[::-1].index("tokenize")
         return root / "stages" / f"{i:02d}-tokenize"
-    curated = stats.get("curated_dir")
-    return Path(curated) if curated else None
+    curated = stats.get("curated_dir")   # a stage folder; a URL when the run directory is in a bucket
+    return root / "stages" / curated.rstrip("/").rsplit("/", 1)[-1] if curated else None
 
 
 def _count_outputs(parts: list[Path]) -> dict[str, Counter]:
