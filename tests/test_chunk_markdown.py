@@ -174,6 +174,83 @@ def test_rule_filter_reasons():
     assert RuleFilter(symbol_ratio=1.0).reason(soup) is None
 
 
+# A package README as PyPI and GitHub show them: a badge header (Markdown and HTML), then real text.
+GH, PYPI = "https://github.com/acme/tidyframe", "https://pypi.org/project/tidyframe/"
+BADGES = "\n".join([
+    f"[![CI]({GH}/actions/workflows/ci.yml/badge.svg?branch=main&event=push)]({GH}/actions/workflows/ci.yml"
+    "?query=branch%3Amain)",
+    "[![Coverage](https://codecov.io/gh/acme/tidyframe/branch/main/graph/badge.svg?token=X1Y2Z3)]"
+    "(https://codecov.io/gh/acme/tidyframe)",
+    f"[![PyPI version](https://img.shields.io/pypi/v/tidyframe.svg?color=%2334D058&label=pypi%20package)]({PYPI})",
+    f"[![Python versions](https://img.shields.io/pypi/pyversions/tidyframe.svg)]({PYPI})",
+    f"[![License](https://img.shields.io/github/license/acme/tidyframe.svg)]({GH}/blob/main/LICENSE)",
+    "[![Downloads](https://static.pepy.tech/badge/tidyframe/month)](https://pepy.tech/project/tidyframe)"])
+HTML_HEADER = f"""<p align="center">
+  <a href="https://tidyframe.example.org"><img src="https://tidyframe.example.org/img/logo-margin.svg#only-light"
+   alt="tidyframe" width="320"></a>
+</p>
+<p align="center">
+<a href="{GH}/actions?query=workflow%3ATest+event%3Apush+branch%3Amain" target="_blank">
+    <img src="{GH}/actions/workflows/test.yml/badge.svg?event=push&branch=main" alt="Test">
+</a>
+<a href="https://pypi.org/project/tidyframe" target="_blank">
+    <img src="https://img.shields.io/pypi/v/tidyframe?color=%2334D058&label=pypi%20package" alt="Package version">
+</a>
+</p>"""
+# many links, but a paragraph a reader reads: must be kept
+LINKED_PROSE = (
+    "[PEP 593](https://peps.python.org/pep-0593/) added `typing.Annotated` as a way of attaching context-specific "
+    "metadata to existing types. tidyframe reads that metadata to validate columns of a "
+    "[pandas](https://pandas.pydata.org/docs/) or [Polars](https://docs.pola.rs/) frame before your code touches "
+    "them, and reports every violation at once instead of stopping at the first one. The checks are ordinary "
+    "Python callables, so anything [NumPy](https://numpy.org/doc/stable/) can compute can be a constraint; see the "
+    "[user guide](https://tidyframe.example.org/guide/) and the [API reference](https://tidyframe.example.org/api/) "
+    "for the details.")
+
+
+def test_rule_filter_drops_badges_and_html_markup_but_keeps_linked_prose():
+    rules = RuleFilter()
+    assert rules.reason(f"# tidyframe\n\n{BADGES}") == "markup"
+    assert rules.reason(HTML_HEADER) == "markup"
+    assert rules.reason("<!-- Licensed under the Apache License, Version 2.0 (the License); you may not use this "
+                        "file except in compliance with the License. -->\n\n## tidyframe") == "markup"
+    assert rules.reason("## Documentation\n\n[https://tidyframe.example.org/](https://tidyframe.example.org/)\n\n"
+                        "## Source\n\n<https://github.com/acme/tidyframe>") == "markup"
+    assert rules.reason(LINKED_PROSE) is None
+    # a badge header followed by a real introduction keeps the introduction
+    intro = ("tidyframe validates data frames against the types you already wrote. It reads the metadata of "
+             "annotated types and checks every column before your code touches it, reporting all violations at once. "
+             "It has no dependencies besides the frame library you use.")
+    assert rules.reason(f"{BADGES}\n\n{intro}") is None
+    # code is content, even when it is HTML; footnotes are text
+    html_code = "To show the logos in your own page, copy these tags:\n\n```html\n" + "".join(
+        f'<img src="https://tidyframe.example.org/images/logo-{size}.png" alt="tidyframe logo" width="{size}">\n'
+        for size in (64, 128, 256, 320, 512)) + "```"
+    assert rules.reason(html_code) is None
+    footnotes = "\n".join(f"[^{i}]: The detector samples at most 512 bytes per encoding guess, number {i}."
+                           for i in range(4))
+    assert rules.reason(footnotes) is None
+    assert RuleFilter(markup_ratio=1.0).reason(f"# tidyframe\n\n{BADGES}") is None   # the rule switched off
+
+
+def test_readme_badge_chunks_are_rejected_with_their_own_reason(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "README.md").write_text(
+        f"{HTML_HEADER}\n\n---\n\n# tidyframe\n\n{BADGES}\n\n## Why\n\n{LINKED_PROSE}\n\n{para('why', 700)}\n\n"
+        f"## Install\n\n```bash\npip install tidyframe\n```\n\n{para('install', 600)}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main([str(docs), "--out", str(out)]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    rejected = [r for r in read_jsonl(out / "rejected.jsonl") if r["reason"] == "markup"]
+    assert stats["chunks_removed"] == {"markup": len(rejected)} and rejected
+    assert all("shields.io" in r["text"] or "<img" in r["text"] for r in rejected)
+    kept = "\n".join(c["text"] for c in read_jsonl(out / "chunks.jsonl"))
+    assert LINKED_PROSE in kept and "pip install tidyframe" in kept and para("why", 700) in kept
+    assert "img.shields.io" not in kept
+    assert stats["config"]["markup_ratio"] == 0.5
+
+
 @pytest.mark.parametrize("title,norm", [
     ("7. References", "references"), ("VII. Acknowledgments:", "acknowledgments"), ("第五章 致谢", "致谢"),
     ("一、参考文献", "参考文献"), ("（二）作者简介", "作者简介"), ("## Table of Contents ##", "table of contents"),

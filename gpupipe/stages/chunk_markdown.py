@@ -373,9 +373,51 @@ DEFAULT_WORTHLESS_TITLES = [
 _NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十百零〇两\d]+[章节部分篇]|\d+(?:\.\d+)*\.?|[ivxlc]+\.|[a-z][.)]"
                         r"|[（(]?[一二三四五六七八九十\d]+[)）、.．])\s*")
 _EFFECTIVE_IGNORED = re.compile(r"[\s#*\-|\[\]()]")          # the seed's "effective characters"
-_CITATION = re.compile(r"https?://|\bwww\.|\[\d+(?:[,\-–]\s*\d+)*\]|\barxiv\b|\bdoi\b\s*[:.]|doi\.org|\bet al\.",
-                       re.I)
+_CITATION = re.compile(r"\[\d+(?:[,\-–]\s*\d+)*\]|\barxiv\b|\bdoi\b\s*[:.]|doi\.org|\bet al\.", re.I)
+_URL = re.compile(r"https?://|\bwww\.", re.I)
+PROSE_LINE_CHARS = 150
 _SYMBOL = re.compile(r"[^\w\s\u4e00-\u9fa5]")              # the seed's special characters
+
+# Markup: what a reader of the rendered page does not read as text. Badges (`[![CI](img)](link)`, `<img ...>`),
+# images, HTML tags and comments, link targets and definitions, bare URLs. A link's own text stays text, and so
+# does code (fenced or inline: an HTML example is content), so a prose paragraph with many links is not markup.
+_CODE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[`~]*[ \t]*$|\Z)"   # fenced, to its closing fence
+                   r"|(`+)[^`\n][^\n]*?\2(?!`)", re.M | re.S)                       # inline code span (one line)
+_MARKUP = re.compile(
+    r"<!--.*?(?:-->|\Z)"                                        # HTML comment
+    r"|!\[[^\]]{0,300}\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"          # image ![alt](src "title"): alt text included
+    r"|!\[[^\]]{0,300}\]\[[^\]\n]*\]"                           # image by reference ![alt][ref]
+    r"|\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"                         # a link's target ](url "title")
+    r"|\]\[[^\]\n]*\]"                                          # reference link's target ][ref]
+    r"|^ {0,3}\[(?!\^)[^\]\n]+\]:[ \t]*<?[^\s>]+>?"             # link definition [ref]: url "title"
+    r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*$"  # (not a footnote [^1]: text)
+    r"|</?[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>"                      # HTML tag with its attributes
+    r"|<?(?:https?|ftp)://[^\s<>)\]]+>?|\bwww\.[^\s<>)\]]+"     # bare URL or autolink
+    r"|&(?:[a-zA-Z]+|#\d+|#x[\da-fA-F]+);",                    # HTML entity
+    re.M | re.S)
+
+
+def effective_chars(text: str) -> int:
+    return len(_EFFECTIVE_IGNORED.sub("", text))
+
+
+def _blank(m: re.Match) -> str:
+    return " " + "\n" * m.group().count("\n")   # the line breaks stay: line i is still line i
+
+
+def without_markup(text: str) -> str:
+    """The text with markup (outside code) taken out, line for line."""
+    out, pos = [], 0
+    for m in _CODE.finditer(text):
+        out += [_MARKUP.sub(_blank, text[pos:m.start()]), m.group()]
+        pos = m.end()
+    return "".join(out + [_MARKUP.sub(_blank, text[pos:])])
+
+
+def _link_line(line: str, text_chars: int) -> bool:
+    """A citation, or a line with a URL, unless that line is a paragraph of prose (PROSE_LINE_CHARS effective
+    characters besides markup: a Markdown paragraph is often one line, and may cite a page or two)."""
+    return bool(_CITATION.search(line)) or (bool(_URL.search(line)) and text_chars < PROSE_LINE_CHARS)
 
 
 def normalize_title(title: str) -> str:
@@ -387,26 +429,40 @@ def normalize_title(title: str) -> str:
 
 
 class RuleFilter:
-    """Seed 004 §3.2's four rules; `reason(chunk)` is None (keep) or the reason to drop."""
+    """Seed 004 §3.2's four rules and `markup` (badges, images, URLs, HTML); `reason(chunk)` is None (keep) or the
+    reason to drop."""
 
     def __init__(self, min_effective_chars: int = 50, worthless_titles: Iterable[str] = DEFAULT_WORTHLESS_TITLES,
-                 link_ratio: float = 0.5, symbol_ratio: float = 0.35):
+                 link_ratio: float = 0.5, symbol_ratio: float = 0.35, markup_ratio: float = 0.5,
+                 markup_keep_chars: int = 200):
         self.min_effective_chars = min_effective_chars
         self.titles = {normalize_title(t) for t in worthless_titles}
         self.link_ratio = link_ratio
         self.symbol_ratio = symbol_ratio
+        self.markup_ratio, self.markup_keep_chars = markup_ratio, markup_keep_chars
 
     def worthless_path(self, path: tuple[str, ...]) -> bool:
         return any(normalize_title(t) in self.titles for t in path)
 
     def reason(self, text: str, path: tuple[str, ...] = ()) -> str | None:
-        if len(_EFFECTIVE_IGNORED.sub("", text)) < self.min_effective_chars:
+        total = effective_chars(text)
+        if total < self.min_effective_chars:
             return "too_short"
         lines = [ln for ln in text.splitlines() if ln.strip()]
         # by the section's titles, or a first line that is only such a title (e.g. a bold pseudo-heading)
         if self.worthless_path(path) or (lines and normalize_title(lines[0]) in self.titles):
             return "worthless_section"
-        if lines and sum(bool(_CITATION.search(ln)) for ln in lines) / len(lines) > self.link_ratio:
+        # mostly badges, images, URLs and HTML, with too little text left to be worth the noise (a badge header
+        # followed by a real introduction stays); before link_list, which a column of badges would also match
+        rest = effective_chars(without_markup(text))
+        if rest < self.markup_keep_chars and 1 - rest / total > self.markup_ratio:
+            return "markup"
+        # link_list judges the lines that carry text, a line of badges or tags alone being the markup rule's; a
+        # line of code is content, never a link line (a URL in a command is no link): each becomes the word "code"
+        plain = _CODE.sub(lambda m: re.sub(r"[^\n]+", "code", m.group()) if m.group(1) else m.group(), text)
+        bare = without_markup(plain).split("\n")
+        texty = [(ln, n) for ln, b in zip(plain.split("\n"), bare) if (n := effective_chars(b))]
+        if texty and sum(_link_line(ln, n) for ln, n in texty) / len(texty) > self.link_ratio:
             return "link_list"
         if len(_SYMBOL.findall(text)) / max(len(text), 1) > self.symbol_ratio:
             return "symbol_soup"
@@ -424,6 +480,8 @@ class ChunkMarkdownConfig(Strict):
     worthless_titles: list[str] = DEFAULT_WORTHLESS_TITLES
     link_ratio: Fraction = 0.5
     symbol_ratio: Fraction = 0.35
+    markup_ratio: Fraction = 0.5      # markup: more than this share of the chunk is badges, images, URLs, HTML ...
+    markup_keep_chars: int = Field(200, ge=0)   # ... and fewer effective characters than this are left
     dataset_name: str = "markdown_chunks"   # the dataset_info.json entry the CLI writes
     judge: JudgeConfig = JudgeConfig()
 
@@ -457,7 +515,8 @@ def chunk_document(text: str, source: str, cfg: ChunkMarkdownConfig, rules: Rule
 
 
 def rules_of(cfg: ChunkMarkdownConfig) -> RuleFilter:
-    return RuleFilter(cfg.min_effective_chars, cfg.worthless_titles, cfg.link_ratio, cfg.symbol_ratio)
+    return RuleFilter(cfg.min_effective_chars, cfg.worthless_titles, cfg.link_ratio, cfg.symbol_ratio,
+                      cfg.markup_ratio, cfg.markup_keep_chars)
 
 
 # ----------------------------------------------------------------------------- reader: a folder of .md files
