@@ -5,8 +5,10 @@ gpupipe's sources change, see `_numba_cache`); in a fresh install that first cal
 user would read as throughput. The warm-up runs every station with a kernel on a small synthetic crawl in a
 temporary folder, twice: the full pipeline from WARC (configs/full.yaml's stations, paragraph-level language ID),
 then the JSONL-style pipeline of `profiling/bench_pipeline.py` (document-level language ID, default quality rules)
-on the first run's extracted text. `make install` runs it; every run also reports compile time apart from stage
-time (`extra.numba_compile_s`), so throughput figures never include it.
+on the first run's extracted text. With a config, its own stations alone (with its parameters), on the same
+crawl: `make demo`'s install warms configs/default.yaml's stations only (`python -m gpupipe.warmup CONFIG`), a
+third of the full warm-up's compiling. Every run also reports compile time apart from stage time
+(`extra.numba_compile_s`), so throughput figures never include it.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ _JSONL_STAGES: list[dict[str, Any]] = [
     {"fuzzy_dedup": {}}, {"tokenize": {"vocab_size": 512}}, {"pack": {"seq_len": 128}}]
 
 
-def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None) -> list[dict[str, Any]]:
-    """Run the two warm-up pipelines; per stage of each: {run, stage, seconds, compile_s}."""
+def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str | Path | None = None,
+            stations: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the two warm-up pipelines; per stage of each: {run, stage, seconds, compile_s}. `config`: a config
+    whose stations read a WARC crawl: run those instead; `stations`: keep only these of the full warm-up's (their
+    inputs' stations run too, e.g. extract; for profiling)."""
+    import yaml
+
     from gpupipe.config import validate_config
     from gpupipe.run.pipeline import run_pipeline
     from gpupipe.stages.decontam import build_index
@@ -47,6 +54,11 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None) -> list[dic
         build_index([crawl["benchmark"]]).save(str(index))
         runs = [("warc", crawl["warc"], _full_stages(str(index))),
                 ("jsonl", str(root / "run-warc" / "stages" / "01-extract"), _JSONL_STAGES)]
+        if config is not None:
+            runs = [("warc", crawl["warc"], yaml.safe_load(Path(config).read_text(encoding="utf-8"))["stages"])]
+        elif stations is not None:
+            keep = {"extract", *stations}
+            runs = [(n, src, [s for s in st if next(iter(s)) in keep]) for n, src, st in runs[:1]]
         for name, source, stages in runs:
             cfg = validate_config({"input": {"path": source}, "output": str(root / f"run-{name}"), "device": "cpu",
                                    "executor": {"kind": "local"}, "keep_intermediate": True, "allow_empty": True,
@@ -56,3 +68,28 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None) -> list[dic
                       "compile_s": s["extra"].get("numba_compile_s", 0.0)} for s in stats["stages"]]
     return rows
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpupipe.warmup [CONFIG]`: the warm-up (of CONFIG's stations only, if given), compile seconds
+    printed apart from the rest."""
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(prog="python -m gpupipe.warmup", description=main.__doc__)
+    ap.add_argument("config", nargs="?", help="warm only this config's stations (it must read a WARC crawl)")
+    ap.add_argument("--docs", type=int, default=WARMUP_DOCS)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    rows = warm_up(args.docs, config=args.config)
+    compiled = [r for r in rows if r["compile_s"] > 0]
+    for r in compiled:
+        print(f"  {r['run']:<6} {r['stage']:<16} {r['compile_s']:6.1f} s compiling of {r['seconds']:6.1f} s")
+    total = sum(r["compile_s"] for r in rows)
+    print(f"warm-up{' of ' + args.config if args.config else ''}: {time.perf_counter() - t0:.1f} s, {total:.1f} s "
+          f"of it numba compiling (cached on disk: later runs load the kernels)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,8 +10,10 @@ purpose: numba turns a uint64 mixed with a plain (int64) literal into float64.
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from ._jit import njit
 
 P61 = (1 << 61) - 1  # the prime, as a Python int (for references and host-side precomputation)
 

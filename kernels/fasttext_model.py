@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from .minhash import _chunk_bounds
 
 MAGIC = 793712314              # FASTTEXT_FILEFORMAT_MAGIC_INT32

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 
 def _xp(a):

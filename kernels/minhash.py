@@ -56,8 +56,9 @@ import string
 
 import numpy as np
 import numba
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64, splitmix64_array
 from ._cuda import raw_module
 from ._memory import empty

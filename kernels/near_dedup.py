@@ -19,7 +19,7 @@ import contextlib
 from typing import Callable, NamedTuple
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 from .strings import check_buffers
 from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys, to_host

@@ -48,8 +48,9 @@ from dataclasses import dataclass, field
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61
 from ._cuda import raw_module
 from .strings import check_buffers

@@ -48,8 +48,9 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -347,7 +348,7 @@ def _decode(data, start, end, cps):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _horner(cps, s, e, fold):
     h = np.uint64(0)
     for i in range(s, e):
@@ -358,14 +359,14 @@ def _horner(cps, s, e, fold):
     return h
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _key(h, length):
     """A 64-bit table key from a residue and a length (never 0: 0 marks an empty slot)."""
     k = fmix64(h ^ (np.uint64(length) * _LEN_MIX))
     return k | np.uint64(1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _table_size(n):
     """uint64 words of a table for n keys: a power of two of slots, at least 2n + 2, two words per slot."""
     cap = 16
@@ -388,7 +389,7 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _COUNT1 = np.uint64(1) << _SHIFT
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _add(tab, key, pos):
     """Insert `key` (first seen at `pos`); returns (its count after the insert, its slot)."""
     mask = (tab.shape[0] >> 1) - 1
@@ -405,17 +406,17 @@ def _add(tab, key, pos):
         j = (j + 1) & mask
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _count_at(tab, j):
     return np.int64(tab[2 * j + 1] >> _SHIFT)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _first_at(tab, j):
     return np.int64(tab[2 * j + 1] & _LOW32)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _contains(tab, key):
     mask = (tab.shape[0] >> 1) - 1
     j = np.int64(key & np.uint64(mask))
@@ -428,7 +429,7 @@ def _contains(tab, key):
         j = (j + 1) & mask
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _in_sorted(arr, h):
     if arr.shape[0] == 0:
         return False
@@ -440,12 +441,12 @@ def _in_sorted(arr, h):
 # The word splitter (an imitation of spaCy's English tokenizer; see the module docstring)
 # ----------------------------------------------------------------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lower(c):
     return c + 32 if 65 <= c <= 90 else c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is_apos(c):
     return c == 0x27 or c == 0x2019
 
@@ -479,7 +480,7 @@ def _exception_lookup(cps, s, e, exc_h, exc_k):
     return exc_k[j] if (j < exc_h.shape[0] and exc_h[j] == h) else -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _exception(cps, cls, s, e, exc):
     """If spaCy keeps [s, e) as an exception: where it splits it (0: whole); -1 if it is no exception.
     `exc` = (sorted residues, split places, a filter on (length, first, last character) that skips most hashing).
@@ -601,7 +602,7 @@ def _infix_len(cps, cls, s, i, e):
     return 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _host_char(c):
     return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or (0xA1 <= c <= 0xFFFF)
 
@@ -665,7 +666,7 @@ def _is_url(cps, cls, s, e):
     return False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _emit(tok_s, tok_e, nt, s, e):
     tok_s[nt] = s
     tok_e[nt] = e
@@ -971,7 +972,7 @@ _CITE_EDIT = np.array([ord(c) for c in "[edit]"], np.int32)
 _CITE_NEEDED = np.array([ord(c) for c in "[citation needed]"], np.int32)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ends_with(cps, s, e, word):
     m = word.shape[0]
     if e - s < m:
@@ -1168,7 +1169,7 @@ def _top_ngrams(tok_h, tok_len, tok_flags, nt, cum, top_ns, top_out, gaps, pt, s
         prev = n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _sub_hash(pre, pw_len, a, b):
     """Residue of the substring [a, b) from prefix residues: pre[b] - pre[a] * B^(b-a) mod p."""
     return (pre[b] + np.uint64(P61) - mulmod61(pre[a], pw_len)) % np.uint64(P61)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from .minhash import _chunk_bounds, _utf8_len
 
 

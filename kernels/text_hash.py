@@ -31,8 +31,9 @@ import contextlib
 import functools
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
 from ._cuda import raw_module
 # String columns as (data, offsets): Arrow/pandas on the host, cuDF on the device. Re-exported here

@@ -4,7 +4,7 @@ with ranges, winnowing anchors, shrinking cuts to characters (and whitespace), g
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from gpupipe.kernels._jit import njit
 
 from gpupipe.kernels._mersenne import splitmix64
 
