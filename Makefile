@@ -14,8 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --only-binary=:all: -e .
-	# numba compiles each kernel on first use (10-30 s a stage): once here, not inside a user's first run
-	$(GPUPIPE) warmup
+	# numba compiles each kernel on first use: configs/default.yaml's, once here (2 processes), not in the demo's run
+	$(PY) -m gpupipe.warmup configs/default.yaml
 	touch $@
 
 # `make test`'s install: the test extras on top ([dev]: pytest, fastText, KenLM, megatron-core, transformers, ...).
@@ -25,7 +25,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	# CPU build of torch first (on disk here); a bare `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
-	$(GPUPIPE) warmup
+	# every station's kernels (configs/full.yaml's and a JSONL pipeline's), for the tests and benchmarks
+	$(PY) -m gpupipe.warmup
 	touch $@
 
 install: $(VENV)/.installed

@@ -13,6 +13,7 @@ third of the full warm-up's compiling. Every run also reports compile time apart
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,41 +34,81 @@ _JSONL_STAGES: list[dict[str, Any]] = [
     {"normalize": {}}, {"langid": {"keep": ["en", "zh"]}}, {"quality": {}}, {"exact_dedup": {}},
     {"fuzzy_dedup": {}}, {"tokenize": {"vocab_size": 512}}, {"pack": {"seq_len": 128}}]
 
+# CPU seconds of compiling each station's kernels on a cold cache (profiling/numba_compile_profile.py, 2-core VM);
+# the other stations have none. Only their ratios matter: they balance the warm-up's processes.
+_COMPILE_COST = {"quality": 40, "fuzzy_dedup": 25, "langid": 20, "decontaminate": 10, "substring_dedup": 6,
+                 "exact_dedup": 3, "url_dedup": 2}
 
-def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str | Path | None = None,
-            stations: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run the two warm-up pipelines; per stage of each: {run, stage, seconds, compile_s}. `config`: a config
-    whose stations read a WARC crawl: run those instead; `stations`: keep only these of the full warm-up's (their
-    inputs' stations run too, e.g. extract; for profiling)."""
-    import yaml
 
+def _name(stage: dict[str, Any]) -> str:
+    return next(iter(stage))
+
+
+def _groups(stages: list[dict[str, Any]], k: int) -> list[list[dict[str, Any]]]:
+    """The stages split into at most k pipelines, each with every station that has no kernel and a share of those
+    that do, balanced by compile cost (largest first, to the least loaded). A station left out changes which rows
+    reach the next and adds no column the kernels read (fuzzy dedup shingles by script when langid is absent:
+    the same uint8 mask), so each kernel compiles for the types the whole pipeline gives it."""
+    heavy = sorted((s for s in stages if _name(s) in _COMPILE_COST), key=lambda s: -_COMPILE_COST[_name(s)])
+    bins: list[list[str]] = [[] for _ in range(max(1, min(k, len(heavy))))]
+    load = [0] * len(bins)
+    for s in heavy:
+        i = load.index(min(load))
+        bins[i].append(_name(s))
+        load[i] += _COMPILE_COST[_name(s)]
+    return [[s for s in stages if _name(s) not in _COMPILE_COST or _name(s) in b] for b in bins]
+
+
+def _run(source: str, output: str, stages: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
     from gpupipe.config import validate_config
     from gpupipe.run.pipeline import run_pipeline
-    from gpupipe.stages.decontam import build_index
+
+    cfg = validate_config({"input": {"path": source}, "output": output, "device": "cpu", "executor": {"kind": "local"},
+                           "keep_intermediate": True, "allow_empty": True, "stages": stages}, f"warm-up ({label})")
+    stats = run_pipeline(cfg)
+    return [{"run": label, "stage": s["name"], "seconds": s["seconds"],
+             "compile_s": s["extra"].get("numba_compile_s", 0.0)} for s in stats["stages"]]
+
+
+def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str | Path | None = None,
+            stations: list[str] | None = None, processes: int = 1) -> list[dict[str, Any]]:
+    """Run the warm-up pipelines; per stage of each: {run, stage, seconds, compile_s}. `config`: a config whose
+    stations read a WARC crawl: run those instead; `stations`: keep only these of the full warm-up's (and extract;
+    for profiling). `processes` > 1: the WARC pipeline's stations with kernels are shared out among that many
+    processes (numba compiles one kernel at a time in a process; its disk cache is shared), each running them with
+    the stations without kernels; the JSONL pipeline then runs on the first one's extracted text."""
+    import yaml
+
     from gpupipe.synth import write_synthetic_crawl
 
-    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gpupipe-warmup-", dir=work) as tmp:
         root = Path(tmp)
         crawl = write_synthetic_crawl(root / "crawl.warc.gz", docs=docs, seed=0)
-        index = root / "benchmark.index.parquet"
-        build_index([crawl["benchmark"]]).save(str(index))
-        runs = [("warc", crawl["warc"], _full_stages(str(index))),
-                ("jsonl", str(root / "run-warc" / "stages" / "01-extract"), _JSONL_STAGES)]
         if config is not None:
-            runs = [("warc", crawl["warc"], yaml.safe_load(Path(config).read_text(encoding="utf-8"))["stages"])]
-        elif stations is not None:
-            keep = {"extract", *stations}
-            runs = [(n, src, [s for s in st if next(iter(s)) in keep]) for n, src, st in runs[:1]]
-        for name, source, stages in runs:
-            cfg = validate_config({"input": {"path": source}, "output": str(root / f"run-{name}"), "device": "cpu",
-                                   "executor": {"kind": "local"}, "keep_intermediate": True, "allow_empty": True,
-                                   "stages": stages}, f"warm-up ({name})")
-            stats = run_pipeline(cfg)
-            rows += [{"run": name, "stage": s["name"], "seconds": s["seconds"],
-                      "compile_s": s["extra"].get("numba_compile_s", 0.0)} for s in stats["stages"]]
-    return rows
+            warc, jsonl = yaml.safe_load(Path(config).read_text(encoding="utf-8"))["stages"], []
+        else:
+            index = root / "benchmark.index.parquet"
+            warc, jsonl = _full_stages(str(index)), _JSONL_STAGES
+            if stations is not None:
+                warc, jsonl = [s for s in warc if _name(s) in {"extract", *stations}], []
+        if any(_name(s) == "decontaminate" for s in warc):
+            from gpupipe.stages.decontam import build_index
 
+            build_index([crawl["benchmark"]]).save(str(root / "benchmark.index.parquet"))
+        groups = _groups(warc, processes)
+        jobs = [(crawl["warc"], str(root / f"run-warc-{i}"), g, "warc" if len(groups) == 1 else f"warc/{i + 1}")
+                for i, g in enumerate(groups)]
+        if len(jobs) == 1:
+            rows = _run(*jobs[0])
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+                rows = [r for part in pool.map(_run, *zip(*jobs)) for r in part]
+        if jsonl:
+            rows += _run(str(root / "run-warc-0" / "stages" / "01-extract"), str(root / "run-jsonl"), jsonl, "jsonl")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,15 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpupipe.warmup", description=main.__doc__)
     ap.add_argument("config", nargs="?", help="warm only this config's stations (it must read a WARC crawl)")
     ap.add_argument("--docs", type=int, default=WARMUP_DOCS)
+    ap.add_argument("--processes", type=int, default=min(2, os.cpu_count() or 1),
+                    help="compile in this many processes at once (default: 2, or 1 on one core)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    rows = warm_up(args.docs, config=args.config)
+    rows = warm_up(args.docs, config=args.config, processes=args.processes)
     compiled = [r for r in rows if r["compile_s"] > 0]
     for r in compiled:
         print(f"  {r['run']:<6} {r['stage']:<16} {r['compile_s']:6.1f} s compiling of {r['seconds']:6.1f} s")
     total = sum(r["compile_s"] for r in rows)
-    print(f"warm-up{' of ' + args.config if args.config else ''}: {time.perf_counter() - t0:.1f} s, {total:.1f} s "
-          f"of it numba compiling (cached on disk: later runs load the kernels)")
+    print(f"warm-up{' of ' + args.config if args.config else ''}: {time.perf_counter() - t0:.1f} s, numba "
+          f"compiling {total:.1f} s in {args.processes} process(es) (cached on disk: later runs load the kernels)")
     return 0
 
 
