@@ -54,3 +54,38 @@ def test_roots_cover_the_kernels():
     names = {p.name for p in _roots()}
     assert "gpupipe" in names
     assert any((p / "minhash.py").is_file() or (p / "kernels" / "minhash.py").is_file() for p in _roots())
+
+
+def test_kernel_called_with_constants_compiles_once():
+    """gpupipe.kernels._jit.njit: a kernel called from another with literal constants (`f(x, 0)`, `n = 0` passed
+    on) compiles for int64 only, not once more per constant (a full compile of it and its callees each time)."""
+    import numpy as np
+
+    from gpupipe.kernels._jit import njit
+
+    @njit(cache=False)
+    def add(a, n, flag):
+        return a[0] + n if flag else a[0]
+
+    @njit(cache=False)
+    def caller(a):
+        n = 0
+        return add(a, 3, True) + add(a, n, False) + add(a, a.shape[0], a[0] > 0)
+
+    assert caller(np.arange(1, 5)) == 4 + 1 + 5
+    assert [str(t) for t in add.signatures[0]][1:] == ["int64", "bool"] and len(add.signatures) == 1
+
+
+def test_warm_up_groups_share_out_the_kernel_stations():
+    from gpupipe.warmup import _COMPILE_COST, _full_stages, _groups
+
+    stages = _full_stages("index.parquet")
+    names = [next(iter(s)) for s in stages]
+    groups = [[next(iter(s)) for s in g] for g in _groups(stages, 2)]
+    assert len(groups) == 2
+    for g in groups:  # each in the pipeline's order, with every station that has no kernel
+        assert g == [n for n in names if n in g] and {n for n in names if n not in _COMPILE_COST} <= set(g)
+    heavy = [n for g in groups for n in g if n in _COMPILE_COST]
+    assert sorted(heavy) == sorted(n for n in names if n in _COMPILE_COST)  # each kernel station once
+    assert [[next(iter(s)) for s in g] for g in _groups(stages, 1)] == [names]
+    assert _groups([{"extract": {}}, {"pack": {}}], 2) == [[{"extract": {}}, {"pack": {}}]]
