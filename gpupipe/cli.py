@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console

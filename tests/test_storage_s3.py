@@ -417,3 +417,36 @@ def test_verify_checks_megatron_files_in_the_bucket(s3, tmp_path, capsys):
     storage.put_file(local / "megatron" / "data.bin", f"{url}/megatron/data.bin")
     assert main(["verify", url]) == 0
     assert "Megatron megatron/data.bin/.idx: 30 documents" in capsys.readouterr().out
+
+
+def test_the_readmes_object_storage_recipe_as_written(s3, local_run, synth_crawl, capsys):
+    """README "Object storage": its command lines read out of README.md and run as written, the bucket's run
+    directory renamed only (the module's own run holds s3://bucket/runs/r1) and the config's path made absolute."""
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Object storage\n.*?```bash\n(.*?)```", readme, re.S).group(1)
+    lines = [ln for ln in block.splitlines() if ln.startswith(("gpupipe ", "python -c"))]
+    assert [ln.split()[1] for ln in lines if ln.startswith("gpupipe")] == ["run", "verify", "report", "plan",
+                                                                           "audit"]
+    storage.put_file(synth_crawl["warc"], f"{s3}/crawl/crawl.warc.gz")
+    fill = {"s3://bucket/runs/r1": f"{s3}/runs/readme", "configs/default.yaml": str(root / "configs/default.yaml")}
+    for line in lines:
+        for k, v in fill.items():
+            line = line.replace(k, v)
+        words = shlex.split(line)
+        if words[0] == "python":
+            done = subprocess.run([sys.executable] + words[1:], capture_output=True, text=True, cwd=root)
+            assert done.returncode == 0 and int(done.stdout) > 0, done.stderr
+            continue
+        code = main(words[1:])
+        out = capsys.readouterr()
+        if words[1] == "audit":   # no reviews given: the samples are in the bucket, and it says how to review
+            assert "no reviews yet for 07-fuzzy_dedup" in out.err and storage.isfile(
+                f"{s3}/runs/readme/audit/07-fuzzy_dedup.jsonl"), out.err
+        else:
+            assert code == 0, (line, out.err)
+    assert bucket_shards(f"{s3}/runs/readme") == local_shards(local_run)
+    assert storage.isfile(f"{s3}/runs/readme/report.html")

@@ -31,7 +31,7 @@ from gpupipe.stages.mixture import COPIES_COLUMN, read_ledger
 from gpupipe.stages.tokenize import TOKENIZER_FILE
 from gpupipe.tokens.bestfit import DEFAULT_WINDOW_DOCS, PAD_TOKEN, BestFitPacker
 from gpupipe.tokens.manifest import write_manifest
-from gpupipe.tokens.megatron import MegatronWriter, verify_megatron
+from gpupipe.tokens.megatron import MegatronWriter
 from gpupipe.tokens.packing import PARQUET_COMPRESSION, PARQUET_ROW_GROUP_SIZE, StreamPacker, write_parquet_shards
 from gpupipe.tokens.tokenizer import EOS_TOKEN, eos_id, load_tokenizer, save_tokenizer, token_dtype
 from gpupipe.tokens.verify import verify_shards
@@ -134,7 +134,7 @@ class Pack(Stage):
                                   vocab_size=vocab, eos_id=eos, tokenizer_sha256=tok_sha,
                                   tokenizer_file=TOKENIZER_FILE, config_hash=job.ctx.results_hash,
                                   extra=extra or None)
-        self._verify(out, manifest, mega_summary, ledger, eos)
+        self._verify(out, manifest, ledger)
         stats.docs_out = stats.docs_in
         stats.extra.update({"stream_tokens": manifest["stream_tokens"], "sequences": manifest["sequences"],
                             "dropped_remainder_tokens": manifest["dropped_remainder_tokens"],
@@ -146,14 +146,8 @@ class Pack(Stage):
             stats.extra["documents_packed"] = manifest["documents_packed"]
         return stats
 
-    def _verify(self, out: Path, manifest: dict, mega_summary: dict | None, ledger: dict | None, eos: int) -> None:
-        problems = verify_shards(out)
-        if mega_summary is not None:
-            problems += [f"megatron: {p}" for p in verify_megatron(out / MEGATRON_PREFIX, eos)]
-            if (mega_summary["documents"], mega_summary["tokens"]) != (manifest["documents_packed"],
-                                                                       manifest["stream_tokens"]):
-                problems.append(f"megatron: {mega_summary['documents']} documents / {mega_summary['tokens']} tokens, "
-                                f"shards hold {manifest['documents_packed']} / {manifest['stream_tokens']}")
+    def _verify(self, out: Path, manifest: dict, ledger: dict | None) -> None:
+        problems = verify_shards(out)   # the Megatron files the manifest lists too (sha256, counts, invariants)
         if ledger is not None:
             planned = {name: r["tokens"] for name, r in ledger["sources"].items()}
             packed = {name: n for name, n in manifest["tokens_per_source"].items() if n}
