@@ -421,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except StorageUnavailable as e:   # raised wherever a URL is opened; the message names the install command
         return fail(str(e), 2)
+    except Exception as e:
+        # botocore's, by name: importing it here would load the cloud stack for every command
+        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+            return fail(f"{e} for an s3:// path: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
+                        f"or storage: {{options: {{s3: {{key: ..., secret: ...}}}}}} in the config", 2)
+        raise
     except KeyboardInterrupt:
         return fail("interrupted", 130)
 

@@ -75,6 +75,28 @@ def test_s3_without_s3fs_is_one_error_line(argv, tmp_path, synth_crawl):
     assert not list(tmp_path.glob("run*")) and not (tmp_path / "chunks").exists()   # stopped before any work
 
 
+@pytest.mark.parametrize("argv", [["verify", "s3://bucket/runs/r1/shards"],
+                                  ["run", "{cfg}", "--input", "s3://bucket/crawl/*.warc.gz"]])
+def test_s3_without_credentials_is_one_error_line(argv, tmp_path, synth_crawl):
+    """s3fs installed but no credentials anywhere (environment, files, instance metadata): one line saying where
+    credentials go, exit 2, not botocore's traceback."""
+    pytest.importorskip("s3fs", reason="the [cloud] extra (s3fs) is not installed")
+    import os
+
+    from conftest import write_config
+
+    cfg = write_config(tmp_path / "local.yaml", input={"path": synth_crawl["warc"]}, output=str(tmp_path / "run"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_ENDPOINT_URL="http://127.0.0.1:9")
+    r = subprocess.run([sys.executable, "-m", "gpupipe", *[a.format(cfg=cfg) for a in argv]], capture_output=True,
+                       text=True, cwd=tmp_path, env=env)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "Unable to locate credentials" in lines[0] and "AWS_ACCESS_KEY_ID" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
 def test_http_urls_are_not_written(tmp_path):
     with pytest.raises(ValueError, match="can be read, not written"):
         storage.write_bytes("https://example.invalid/x", b"")
