@@ -12,8 +12,10 @@ TINY_MODEL := models/tiny-classifier
 # promise, and tests/test_install.py checks this recipe names no extra).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --only-binary=:all: -e .
+	# --no-compile: no bytecode for every file of every dependency (half the install's time); Python writes it
+	# for the modules a run imports, on first import
+	$(PY) -m pip install -q --no-compile --upgrade pip
+	$(PY) -m pip install -q --no-compile --only-binary=:all: -e .
 	# numba compiles each kernel on first use: configs/default.yaml's, once here (2 processes), not in the demo's run
 	$(PY) -m gpupipe.warmup configs/default.yaml
 	touch $@
