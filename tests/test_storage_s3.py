@@ -342,6 +342,13 @@ def test_a_decontamination_index_on_s3_is_the_local_one(s3, synth_crawl, tmp_pat
         runs[where] = (counts, decon["removed"], shards, manifest)
     assert runs["s3"] == runs["local"]
     assert runs["local"][0]["docs_with_leaks"] > 0
+    # the benchmark file itself in the bucket: the same index (its URL was once mangled into "s3:/...")
+    name = Path(synth_crawl["benchmark"]).name
+    storage.put_file(synth_crawl["benchmark"], f"{s3}/bench/{name}")
+    assert main(["decontam-index", "--out", str(tmp_path / "from-s3.parquet"), f"{s3}/bench/{name}"]) == 0
+    import pandas as pd
+
+    assert pd.read_parquet(tmp_path / "from-s3.parquet").equals(pd.read_parquet(index))
 
 
 def test_report_plan_and_audit_read_a_run_directory_in_the_bucket(s3_run, local_run, tmp_path, monkeypatch, capsys):

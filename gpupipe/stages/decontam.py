@@ -175,7 +175,10 @@ class BenchmarkSource:
         return cls(":".join(parts), fmt, fields or None, name)
 
     def files(self) -> list[Path]:
-        p = Path(self.path)
+        from gpupipe.io import storage
+
+        # a benchmark at a URL (s3://, https://) is copied locally once per version, as models and indexes are
+        p = Path(storage.local_copy(self.path) if storage.exists(self.path) else self.path)
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
             if self.format != "auto":
