@@ -89,7 +89,8 @@ def funnel_table(stats: dict[str, Any]) -> Table:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.backend import DeviceError
-    from gpupipe.config import ConfigError, load_config
+    from gpupipe.config import load_config
+    from gpupipe.config_base import ConfigError
     from gpupipe.run import interrupt
     from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
     from gpupipe.run.rundir import RunDirBusy
@@ -265,7 +266,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_minhash_params(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from gpupipe.config import _format_error
+    from gpupipe.config_base import format_error
     from gpupipe.stages.fuzzy import FuzzyDedupConfig, lsh_shape
 
     from gpupipe.stages.lsh import format_params_report
@@ -276,7 +277,7 @@ def cmd_minhash_params(args: argparse.Namespace) -> int:
         cfg = FuzzyDedupConfig(**given)
         bands, rows = lsh_shape(cfg)
     except ValidationError as e:
-        return fail(_format_error(e, "minhash-params"), 2)
+        return fail(format_error(e, "minhash-params"), 2)
     except ValueError as e:
         return fail(f"minhash-params: {e}", 2)
     console.print(format_params_report(cfg.threshold, cfg.num_perm, bands, rows))

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from gpupipe.config import InputConfig
+from gpupipe.stages.read import InputConfig
 from gpupipe.io import charset
 from gpupipe.io.charset import (
     DecodeError,
@@ -22,7 +22,8 @@ from gpupipe.io.charset import (
     prescan,
     web_codec,
 )
-from gpupipe.io.readers import Rejected, iter_records
+from gpupipe.io.readers import iter_records
+from gpupipe.io.records import Rejected
 from gpupipe.stages.read import read_file_task
 
 ZH = ["国家统计局今天发布数据显示，今年前三季度国内生产总值同比增长百分之五点二，增速比上半年略有回落。",

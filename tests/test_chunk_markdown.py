@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpupipe.config import ConfigError
-from gpupipe.io.readers import Rejected
+from gpupipe.config_base import ConfigError
+from gpupipe.io.records import Rejected
 from gpupipe.stages.base import RunContext
 from gpupipe.stages.chunk_markdown import (ChunkMarkdown, ChunkMarkdownConfig, RuleFilter, atomic_units,
                                            chunk_doc_index, chunk_document, chunk_markdown, hard_split,
@@ -422,10 +422,10 @@ def test_chunk_doc_index_limits():
 
 def test_pipeline_run_when_wired(tmp_path):
     """End to end once the lead registers the stage, the markdown_dir reader and the 1→many conservation rule."""
-    from gpupipe.io import readers
+    from gpupipe.io import records
     from gpupipe.stages import STAGES
 
-    if "chunk_markdown" not in STAGES or "markdown_dir" not in readers.FORMATS:
+    if "chunk_markdown" not in STAGES or "markdown_dir" not in records.FORMATS:
         pytest.skip("chunk_markdown stage / markdown_dir reader not wired into gpupipe yet")
     import yaml
 

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from gpupipe.cli import main
-from gpupipe.config import ConfigError, load_config
+from gpupipe.config_base import ConfigError
+from gpupipe.config import load_config
 
 
 def write(tmp_path, cfg) -> str:

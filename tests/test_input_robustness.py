@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpupipe.cli import main
-from gpupipe.config import InputConfig
+from gpupipe.stages.read import InputConfig
 from gpupipe.io.parts import part_paths, read_part
 from gpupipe.io.readers import iter_records
 from gpupipe.stages.base import RunContext

@@ -13,7 +13,8 @@ import os
 import pytest
 
 from gpupipe.io import warc as warc_mod
-from gpupipe.io.readers import FORMATS, ReaderError, Rejected, detect_format, iter_records
+from gpupipe.io.readers import iter_records
+from gpupipe.io.records import FORMATS, ReaderError, Rejected, detect_format
 
 # ----------------------------------------------------------------------------- helpers
 

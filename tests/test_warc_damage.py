@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gpupipe.io import warc as warc_mod
-from gpupipe.io.readers import Rejected, iter_records
+from gpupipe.io.readers import iter_records
+from gpupipe.io.records import Rejected
 
 REAL_WARCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "warc"
 N = 12  # records per test file

@@ -4,7 +4,7 @@ Files are visited in sorted relative-path order so ids and positions are determi
 the id is the relative path (``/``-separated) and the position the index in that order.
 Other files of the folder are not read here: the read stage gives data files (.jsonl, .parquet,
 .warc.gz, ...) their own reader and counts the rest as ``unsupported_file``; hidden entries
-(.DS_Store, ._page.html) are skipped (`readers.walk_files`).
+(.DS_Store, ._page.html) are skipped (`records.walk_files`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import re
 import zlib
 from typing import Iterator
 
-from .readers import HTML_SUFFIXES, DecodeError, Item, Rejected, ReaderError, decode_html, walk_files
+from .charset import DecodeError, decode_html
+from .records import HTML_SUFFIXES, Item, Rejected, ReaderError, walk_files
 
 SUFFIXES = HTML_SUFFIXES
 MAX_FILE = 256 << 20  # larger files are rejected unread (and gzip bombs are bounded)

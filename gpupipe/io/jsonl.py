@@ -15,7 +15,7 @@ from typing import Iterator
 
 import orjson
 
-from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
+from .records import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
                       text_document)
 
 CHUNK_SIZE = 1 << 20

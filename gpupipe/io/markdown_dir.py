@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-from gpupipe.io.readers import MARKDOWN_SUFFIXES, Rejected, ReaderError, walk_files
+from gpupipe.io.records import MARKDOWN_SUFFIXES, Rejected, ReaderError, walk_files
 
 
 def normalize_newlines(text: str) -> str:

@@ -10,7 +10,7 @@ import os
 from typing import Iterator
 
 from .storage import file_size, is_url
-from .readers import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
+from .records import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
                       text_document)
 
 BATCH_ROWS = 4096  # bounds memory: a batch of long documents can be large

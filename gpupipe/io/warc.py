@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .storage import file_size
-from .readers import (DecodeError, IdAllocator, Item, Rejected, ReaderError,
-                      charset_from_content_type, decode_html, open_binary)
+from .charset import DecodeError, charset_from_content_type, decode_html
+from .records import IdAllocator, Item, Rejected, ReaderError, open_binary
 
 CHUNK_SIZE = 1 << 20  # bytes per read()
 FEED = 64 << 10  # compressed bytes per zlib call

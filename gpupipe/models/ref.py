@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, RootModel
 
-from gpupipe.config import FileRef
+from gpupipe.config_base import FileRef
 
 
 class HubId(RootModel[str]):

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 import yaml
@@ -26,8 +25,8 @@ from gpupipe.io.parts import part_paths
 from gpupipe.run.rundir import kept_parts, stage_columns
 from gpupipe.report import audit as audit_mod
 from gpupipe.report import charts
+from gpupipe.report.sample import MAX_VALUES, sample_columns
 
-MAX_VALUES = 200_000      # rows per stage read for a histogram; more are sampled down to this
 AUDIT_ROWS_SHOWN = 25     # samples per stage shown in the page (all are in RUN/audit/NN-name.jsonl)
 SIGNAL_COLUMNS = {"lang_score", "quality_score", "perplexity"}   # signals whose names do not start with q_
 
@@ -159,35 +158,6 @@ def model_columns(run: Run, i: int) -> set[str]:
     return {run.stage_config(i).get("column", "model_score")} if run.stages[i]["name"] == "classifier" else set()
 
 
-def _read_values(paths: list[Path], columns: list[str], seed: int) -> dict[str, np.ndarray]:
-    """The columns over the parts (those lacking a column skip it), sampled down to about MAX_VALUES rows (seeded).
-    On a large run only a random subset of parts holding ~2x that many rows is read, so the cost stays bounded."""
-    rng = np.random.default_rng(seed)
-    rows = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    if sum(rows) > 2 * MAX_VALUES:
-        chosen, n = [], 0
-        for i in rng.permutation(len(paths)):
-            if n >= 2 * MAX_VALUES:
-                break
-            chosen.append(int(i))
-            n += rows[i]
-        paths, rows = [paths[i] for i in sorted(chosen)], [rows[i] for i in sorted(chosen)]
-    total = sum(rows)
-    keep = min(1.0, MAX_VALUES / total) if total else 1.0
-    got: dict[str, list[np.ndarray]] = {c: [] for c in columns}
-    for p in paths:
-        names = pq.ParquetFile(p).schema_arrow.names
-        have = [c for c in columns if c in names]
-        if not have:
-            continue
-        t = pq.read_table(p, columns=have)
-        take = rng.random(t.num_rows) < keep if keep < 1 else None
-        for c in have:
-            v = t[c].to_numpy(zero_copy_only=False)
-            got[c].append(v[take] if take is not None else v)
-    return {c: np.concatenate(v) for c, v in got.items() if v}
-
-
 def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
     """The signal columns stage i added (q_*, lang_score, ...), with their values and thresholds; and how many
     kept documents the values are drawn from."""
@@ -205,8 +175,8 @@ def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
     if not cols:
         return [], 0
     seed = int(run.config.get("seed", 0))
-    kept = _read_values(parts, cols, seed)
-    removed = _read_values(sorted((folder / "rejects").glob("part-*.parquet")), cols, seed + 1)
+    kept = sample_columns(parts, cols, seed, MAX_VALUES)
+    removed = sample_columns(sorted((folder / "rejects").glob("part-*.parquet")), cols, seed + 1, MAX_VALUES)
     cfg, name = run.stage_config(i), run.stages[i]["name"]
     sigs = [charts.Signal(c, kept[c], removed.get(c), thresholds(name, cfg, c)) for c in cols if c in kept]
     return sigs, run.stages[i]["docs_out"]
@@ -415,7 +385,8 @@ def tokens_section(run: Run) -> str:
     seed = int(run.config.get("seed", 0))
     seq_len = next((run.stage_config(i).get("seq_len") for i in run.find("pack")), None)
     for i in run.find("tokenize"):
-        got = _read_values(part_paths(run.folder(i)), ["token_count", "n_tokens", "compression_ratio"], seed)
+        got = sample_columns(part_paths(run.folder(i)), ["token_count", "n_tokens", "compression_ratio"], seed,
+                                 MAX_VALUES)
         vals = got.get("token_count", got.get("n_tokens"))   # runs made before token_count have n_tokens only
         if vals is None:
             continue

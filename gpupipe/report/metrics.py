@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from gpupipe.report.sample import sample_columns
+
 METRICS_FILE = "metrics.prom"
-# removal reasons that are failures to read a record rather than decisions about its content (gpupipe/io/readers.py
+# removal reasons that are failures to read a record rather than decisions about its content (gpupipe/io/records.py
 # REASONS, extract.py): the error rate's numerator
 ERROR_REASONS = ("unreadable_record", "decode_error", "extract_error")
 TOP_DOMAINS = 100
@@ -108,14 +110,13 @@ def _quantiles(v: np.ndarray) -> dict[str, float]:
 def token_stats(stats: dict[str, Any], root: Path, seed: int = 0) -> dict[str, Any]:
     """Per language and per source: documents, tokens, characters, characters per token (exact, from the tokenize
     counters) and the quantiles of token_count and compression_ratio per document (a seeded sample of the parts)."""
-    from gpupipe.report.html import _read_values  # the report's bounded, seeded sampler
     from gpupipe.run.rundir import kept_parts
 
     tok = [s for s in stats["stages"] if s["name"] == "tokenize"]
     if not tok:
         return {}
     s, folder = tok[-1], _output_folder(stats, root)
-    sample = _read_values(kept_parts(folder), ["lang", "source", "token_count", "compression_ratio"], seed)
+    sample = sample_columns(kept_parts(folder), ["lang", "source", "token_count", "compression_ratio"], seed)
     out: dict[str, Any] = {}
     for column, prefix in (("lang", ""), ("source", "source_")):
         docs = _extra(s, f"{prefix}documents_")

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from gpupipe import __version__
 from gpupipe.backend import has_cudf, resolve_device
-from gpupipe.config import ConfigError, RunConfig, dump_config, file_refs, local_file_refs
+from gpupipe.config_base import ConfigError, file_refs
+from gpupipe.config import RunConfig, dump_config, local_file_refs
 from gpupipe.io import storage
 from gpupipe.io.parts import atomic_write_text, part_paths
 from gpupipe.report.metrics import run_metrics, write_metrics

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpupipe.config_base import ConfigError, did_you_mean, format_error
 from gpupipe.stages.base import MapStage, RunContext, Stage
 from gpupipe.stages.chunk_markdown import ChunkMarkdown
 from gpupipe.stages.classifier import Classifier
@@ -39,8 +40,6 @@ REQUIRES_BEFORE = {"pack": ("tokenize", "mixture"), "mixture": ("tokenize",)}
 
 def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
     """Validate `stages:` items; returns them with every parameter filled in (the resolved config)."""
-    from gpupipe.config import ConfigError, _format_error, did_you_mean
-
     out: list[dict[str, Any]] = []
     tokenize: tuple[int, TokenizeConfig] | None = None   # the last tokenize stage: (index, config)
     for i, item in enumerate(items):
@@ -54,7 +53,7 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
         try:
             cfg = STAGES[name].Config.model_validate(params or {})
         except ValidationError as e:
-            raise ConfigError(_format_error(e, where, prefix=f"stages.{i}.{name}.")) from None
+            raise ConfigError(format_error(e, where, prefix=f"stages.{i}.{name}.")) from None
         prev = next(iter(out[-1])) if out else None
         if name in REQUIRES_BEFORE and prev not in REQUIRES_BEFORE[name]:
             raise ConfigError(f"{where}: key 'stages.{i}': stage '{name}' must come right after "
@@ -72,8 +71,6 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
 def _check_pack_tokens(pack: PackConfig, i: int, j: int, tokenize: TokenizeConfig, where: str) -> None:
     """Pack's EOS (and bestfit's pad) token must be in the vocabulary the tokenize stage trains or loads; pack
     would otherwise fail only after tokenization has run."""
-    from gpupipe.config import ConfigError
-
     for key in ("eos_token", "pad_token") if pack.mode == "bestfit" else ("eos_token",):
         token = getattr(pack, key)
         if not tokenize.has_token(token):

@@ -29,7 +29,7 @@ import pandas as pd
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.backend import (frame_nbytes, frame_to_host, has_cudf, is_device_frame, read_frame, string_buffers,
                              write_frame)
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.io.parts import part_paths
 from gpupipe.nvtx_ranges import annotate
 
@@ -154,9 +154,10 @@ class Stage:
         so on the console, in stats.json (`skipped`) and in the report, rather than show it passing documents."""
         return None
 
-    def spec(self) -> tuple[str, str, RunContext]:
-        """A picklable description from which a worker rebuilds this stage."""
-        return (self.name, self.config.model_dump_json(), self.ctx)
+    def spec(self) -> tuple[type, str, RunContext]:
+        """A picklable description from which a worker rebuilds this stage: its class (pickled by reference, so no
+        registry lookup), its config as JSON, the run's context."""
+        return (type(self), self.config.model_dump_json(), self.ctx)
 
     def frame_device(self) -> str:
         """Where this stage's partitions are read: "gpu" (cuDF) for a GPU-native stage on device gpu with cuDF
@@ -258,18 +259,15 @@ class MapStage(Stage):
 
 
 # One instance per (stage, config) per worker process, so models load once per worker, not once per partition.
-_WORKER_STAGES: dict[tuple[str, str, RunContext], Stage] = {}
+_WORKER_STAGES: dict[tuple[type, str, RunContext], Stage] = {}
 _WORKER_STAGES_LOCK = threading.RLock()   # two tasks on two threads set a stage up once
 
 
-def worker_stage(spec: tuple[str, str, RunContext]) -> Stage:
-    from gpupipe.stages import STAGES
-
-    name, cfg_json, ctx = spec
-    key = (name, cfg_json, ctx)
+def worker_stage(spec: tuple[type, str, RunContext]) -> Stage:
+    cls, cfg_json, ctx = spec
+    key = (cls, cfg_json, ctx)
     with _WORKER_STAGES_LOCK:
         if key not in _WORKER_STAGES:
-            cls = STAGES[name]
             stage = cls(cls.Config.model_validate_json(cfg_json), ctx)
             if isinstance(stage, MapStage):
                 stage.setup()

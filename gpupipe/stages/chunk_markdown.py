@@ -42,10 +42,10 @@ from typing import Any, Callable, Iterable, Iterator
 import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from gpupipe.config import ConfigError, Fraction, Strict, _format_error
+from gpupipe.config_base import ConfigError, Fraction, Strict, format_error
 from gpupipe.io.parts import atomic_write_text
 from gpupipe.io.markdown_dir import iter_markdown_dir
-from gpupipe.io.readers import Rejected, ReaderError
+from gpupipe.io.records import Rejected, ReaderError
 from gpupipe.stages.base import MapStage, StageStats, text_bytes
 from gpupipe.stages.llm_judge import JudgeConfig, JudgeError, LLMJudge, Verdict
 
@@ -770,7 +770,7 @@ def load_chunk_config(path: str | os.PathLike | None, overrides: dict[str, Any] 
     try:
         return ChunkMarkdownConfig.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(_format_error(e, where, prefix="chunk_markdown.")) from None
+        raise ConfigError(format_error(e, where, prefix="chunk_markdown.")) from None
 
 
 def _stage_params(doc: Any, where: str) -> dict[str, Any]:

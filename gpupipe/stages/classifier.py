@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from gpupipe.config import KeyProblem, Strict
+from gpupipe.config_base import KeyProblem, Strict
 from gpupipe.models.ref import ModelRef, model_path
 from gpupipe.stages.base import Applied, MapStage
 

@@ -75,7 +75,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from gpupipe.columns import text_array
-from gpupipe.config import FileRef, Fraction, Strict
+from gpupipe.config_base import FileRef, Fraction, Strict
 from gpupipe.io.parts import atomic_write_text, read_part, write_table
 from gpupipe.stages.base import Applied, MapStage, StageJob, StageStats
 from gpupipe.stages.normalize import normalize_array

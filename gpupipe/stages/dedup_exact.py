@@ -13,7 +13,7 @@ from collections import Counter
 import pandas as pd
 
 from gpupipe.backend import to_host
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.stages.global_stage import BUCKET_COLUMN, GlobalStage
 
 # Whitespace folding as the Arrow kernels did it, spelled so that pandas (pyarrow compute or Python `re`) and cuDF

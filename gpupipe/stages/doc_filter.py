@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from pydantic import Field
 
-from gpupipe.config import Fraction, Strict, ordered
+from gpupipe.config_base import Fraction, Strict, ordered
 from gpupipe.stages.base import MapStage
 
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"

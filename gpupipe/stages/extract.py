@@ -29,7 +29,7 @@ from typing import Callable, Literal
 
 import pandas as pd
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.extract.timeout import PageTimeout, time_limit
 from gpupipe.stages.base import MapStage, text_bytes
 

@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from gpupipe.config import FileRef, Fraction, KeyProblem, Strict, did_you_mean
+from gpupipe.config_base import FileRef, Fraction, KeyProblem, Strict, did_you_mean
 from gpupipe.stages.base import Applied, MapStage, RunContext
 from gpupipe.stages.lang_script import (CASEFOLD, HAN_LANGS, MERGE, NO_RULE, OTHER_SCRIPT, RULES, SCRIPT_LANGS,
                                         SHORT_SCRIPT, VARIANTS, count_scripts, han_variant_codes, label_families,

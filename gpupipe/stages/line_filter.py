@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.url_filter import check_re2
 

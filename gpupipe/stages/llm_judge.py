@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator
 
 from pydantic import Field, field_validator
 
-from gpupipe.config import Strict, ordered
+from gpupipe.config_base import Strict, ordered
 
 log = logging.getLogger("gpupipe")
 

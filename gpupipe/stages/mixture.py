@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.io.parts import atomic_write_text, write_table
 from gpupipe.stages.base import Stage, StageJob, StageStats, write_rejects
 from gpupipe.stages.tokenize import TOKENIZER_FILE

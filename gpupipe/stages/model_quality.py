@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from gpupipe.config import FileRef, Fraction, Strict, ordered
+from gpupipe.config_base import FileRef, Fraction, Strict, ordered
 from gpupipe.io.parts import atomic_output, atomic_write_text
 from gpupipe.stages.base import MapStage, StageStats
 
@@ -61,7 +61,8 @@ def read_texts(path: str | os.PathLike, text_field: str = "text") -> tuple[list[
     JSONL (.jsonl/.json/.ndjson, gzip or zstd) and Parquet give one document per record (`text_field`); any other
     file is plain text (gzip allowed), one document per non-blank line.
     """
-    from gpupipe.io.readers import detect_format, iter_records
+    from gpupipe.io.readers import iter_records
+    from gpupipe.io.records import detect_format
 
     try:
         fmt = detect_format(path)
@@ -307,7 +308,7 @@ def train_quality_classifier(positive: str, negative: str, out: str, *, text_fie
 
 
 def cmd_train_quality(args: argparse.Namespace) -> int:
-    from gpupipe.io.readers import ReaderError
+    from gpupipe.io.records import ReaderError
 
     try:
         info = train_quality_classifier(

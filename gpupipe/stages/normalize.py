@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpupipe.columns import map_slices, text_array, text_series
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.stages.base import MapStage
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from gpupipe.config import KeyProblem, Strict
+from gpupipe.config_base import KeyProblem, Strict
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import Stage, StageJob, StageStats
 from gpupipe.stages.mixture import COPIES_COLUMN, read_ledger

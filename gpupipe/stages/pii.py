@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.stages.base import MapStage
 
 PiiTypeName = Literal["email", "ipv6", "ip_address", "id_card_cn", "credit_card", "phone_us", "phone_cn"]

@@ -63,7 +63,7 @@ import pyarrow.compute as pc
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from gpupipe.columns import text_array
-from gpupipe.config import Fraction, Strict, ordered
+from gpupipe.config_base import Fraction, Strict, ordered
 from gpupipe.stages.base import Applied, MapStage
 
 # ----------------------------------------------------------------------------------------------------------------

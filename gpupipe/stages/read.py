@@ -16,16 +16,18 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 import pandas as pd
+from pydantic import Field, field_validator
 
-from gpupipe.config import ConfigError, InputConfig
+from gpupipe.config_base import ConfigError, Strict
 from gpupipe.io import storage
 from gpupipe.io.charset import replaced_limit
 from gpupipe.io.parts import write_part
-from gpupipe.io.readers import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
-                                file_format, folder_format, iter_records, unsupported_detail, walk_files)
+from gpupipe.io.readers import iter_records
+from gpupipe.io.records import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
+                                file_format, folder_format, unsupported_detail, walk_files)
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import RunContext, Stage, StageJob, StageStats, text_bytes
 
@@ -35,6 +37,22 @@ RECORD_BITS = 40  # up to 1e12 records per file, 2^23 files
 UNSUPPORTED = "unsupported"  # the "format" of a folder's file that no reader takes: read as one rejection
 FOLDER_FORMATS = ("html_dir", "markdown_dir")
 LOGGED_NAMES = 20  # files named in the run log; the rejects name them all
+
+
+class InputConfig(Strict):
+    """The run config's `input:`, the read station's own configuration."""
+
+    path: list[str] = Field(description="input file(s) or folder(s)")
+    format: Literal["auto", "warc", "jsonl", "parquet", "html_dir", "markdown_dir"] = "auto"
+    text_field: str = "text"
+    source: str = Field("web", description="mixture source label for documents without a `source` field")
+    max_replaced_share: float = Field(0.01, ge=0, le=1, description="HTML whose bytes fit no encoding is read with "
+                                      "U+FFFD for at most this share of its bytes, else it is a decode_error")
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
 
 def expand_inputs(paths: list[str]) -> list[str]:

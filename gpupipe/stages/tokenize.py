@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from gpupipe.config import FileRef, KeyProblem, Strict
+from gpupipe.config_base import FileRef, KeyProblem, Strict
 from gpupipe.kernels._mersenne import splitmix64_array
 from gpupipe.stages.base import MapStage, StageJob, StageStats
 from gpupipe.tokens.tokenizer import (BYTE_ALPHABET_SIZE, EOS_TOKEN, _tokenizer_path, encode_batch_flat,

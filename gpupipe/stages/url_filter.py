@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.global_stage import BUCKET_COLUMN, GlobalStage
 

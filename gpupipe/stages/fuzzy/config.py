@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpupipe.config import Fraction, KeyProblem, Strict
+from gpupipe.config_base import Fraction, KeyProblem, Strict
 from gpupipe.kernels.minhash import MAX_PERM
 
 # Choosing bands × rows from the threshold scores every b·r ≤ num_perm (lsh.optimal_params): ~num_perm·ln(num_perm)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 from gpupipe.models.ref import ModelRef
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpupipe.config import Strict
+from gpupipe.config_base import Strict
 
 ANCHOR_K_MAX = 64          # winnowing gram length (bytes) for the cross-group pass, at most min_length / 2
 SNAP_REACH_BYTES = 64      # how far a cut point may move inward to reach whitespace
