@@ -6,15 +6,22 @@ every helper the function calls or inlines from other modules (`kernels/_mersenn
 old code for its callers, silently. So the cache is stamped with a digest of all of gpupipe's Python sources and
 dropped when that digest changes, wherever numba keeps it (beside the sources, or under NUMBA_CACHE_DIR). Costs a
 few milliseconds per import; never raises (a read-only install just keeps numba's own behaviour).
+
+Without NUMBA_CACHE_DIR the kernels are cached in a folder of the user's cache named by the digest and numba's
+version instead (install_locator, digest_folder): never stale, and shared by every clone and venv of the same
+sources, so a second fresh checkout skips compiling (numba's own locations depend on the checkout's path).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 _STAMP = "gpupipe-sources.sha256"
+_KEEP = 4  # digest folders kept under the user's cache folder (the most recently used)
 
 
 def _roots() -> list[Path]:
@@ -65,6 +72,66 @@ def drop_stale_cache(roots: list[Path] | None = None, cache_dir: str | None = No
     except OSError:
         return False
 
+
+def user_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpupipe" / "numba"
+
+
+@functools.cache
+def digest_folder() -> Path:
+    """Where the kernels' cache lives unless NUMBA_CACHE_DIR is set: a folder of the user's cache named by numba's
+    version and the digest of gpupipe's sources, so that a fresh clone or venv of the same sources loads what
+    another compiled (numba keeps its cache beside the sources, or under a name made of their path). numba's index
+    keys each entry by the CPU as well; the digest covers the helpers a kernel inlines from other files."""
+    import numba
+
+    return user_cache_root() / f"numba{numba.__version__}-{sources_digest(_roots())[:20]}"
+
+
+def _prune(folder: Path) -> None:
+    """Keep the _KEEP most recently used digest folders beside `folder` (other versions of the sources)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.utime(folder)
+        others = sorted((p for p in folder.parent.iterdir() if p.is_dir() and p != folder),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[_KEEP - 1:]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def install_locator() -> None:
+    """Make numba cache gpupipe's kernels in digest_folder() (once per process; not with NUMBA_CACHE_DIR, which
+    keeps numba's own behaviour, nor where that folder is not writable: numba's own locations then)."""
+    from numba.core import caching, config
+
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    base = getattr(caching, "_CacheLocator", None)
+    mixin = getattr(caching, "_SourceFileBackedLocatorMixin", None)
+    if config.CACHE_DIR or None in (impl, base, mixin) or getattr(impl, "_gpupipe_locator", False):
+        return  # another numba's internals: its own locations
+    impl._gpupipe_locator = True
+    roots = tuple(str(r) + os.sep for r in _roots())
+    _prune(digest_folder())
+
+    class DigestLocator(mixin, base):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = str(digest_folder() / Path(py_file).parent.name)
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.abspath(py_file).startswith(roots):
+                return None
+            return super().from_function(py_func, py_file)
+
+    impl._locator_classes.insert(0, DigestLocator)
 
 
 _COMPILED = {"seconds": 0.0, "depth": 0, "t0": 0.0, "listening": False}

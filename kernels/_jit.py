@@ -13,6 +13,10 @@ from __future__ import annotations
 import numba
 from numba.core import types
 
+from gpupipe._numba_cache import install_locator
+
+install_locator()  # before any kernel is decorated: the cache folder is chosen then
+
 
 def njit(*args, **options):
     """numba.njit(cache=True, **options); a call from another kernel passes non-literal argument types."""

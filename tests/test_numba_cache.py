@@ -89,3 +89,24 @@ def test_warm_up_groups_share_out_the_kernel_stations():
     assert sorted(heavy) == sorted(n for n in names if n in _COMPILE_COST)  # each kernel station once
     assert [[next(iter(s)) for s in g] for g in _groups(stages, 1)] == [names]
     assert _groups([{"extract": {}}, {"pack": {}}], 2) == [[{"extract": {}}, {"pack": {}}]]
+
+
+def test_kernels_cached_under_the_sources_digest():
+    """Without NUMBA_CACHE_DIR, a kernel's cache is in the user's cache folder named by numba's version and the
+    sources' digest (shared by fresh clones of the same sources), not beside the sources."""
+    import os
+
+    import numba
+    import pytest
+
+    from gpupipe._numba_cache import digest_folder, sources_digest
+    from gpupipe.kernels import repetition
+    from gpupipe.stages.substring import kernels
+
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        pytest.skip("NUMBA_CACHE_DIR keeps numba's own locations")
+    folder = digest_folder()
+    assert folder.name == f"numba{numba.__version__}-{sources_digest(_roots())[:20]}"
+    for fn in (repetition._decode, kernels._final_cuts):
+        cache_path = fn._cache._cache_path
+        assert os.path.dirname(cache_path) == str(folder) or not os.access(folder, os.W_OK)
