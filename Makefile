@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-compile --upgrade pip
 	$(PY) -m pip install -q --no-compile --only-binary=:all: -e .
 	# numba compiles each kernel on first use: configs/default.yaml's, once here (2 processes), not in the demo's run
-	$(PY) -m gpupipe.warmup configs/default.yaml
+	$(GPUPIPE) warmup configs/default.yaml
 	touch $@
 
 # `make test`'s install: the test extras on top ([dev]: pytest, fastText, KenLM, megatron-core, transformers, ...).
@@ -28,7 +28,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	# every station's kernels (configs/full.yaml's and a JSONL pipeline's), for the tests and benchmarks
-	$(PY) -m gpupipe.warmup
+	$(GPUPIPE) warmup
 	touch $@
 
 install: $(VENV)/.installed

@@ -229,15 +229,16 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from gpupipe.warmup import warm_up
 
     t0 = time.perf_counter()
-    rows = warm_up(args.docs)
+    rows = warm_up(args.docs, config=args.config, processes=args.processes)
     t = Table(title="gpupipe warm-up: numba kernels compiled (or loaded from the cache) per stage")
     for col in ("run", "stage", "seconds", "compiling s"):
         t.add_column(col, justify="left" if col in ("run", "stage") else "right")
     for r in rows:
         t.add_row(r["run"], r["stage"], f"{r['seconds']:.2f}", f"{r['compile_s']:.2f}")
     console.print(t)
-    console.print(f"warm-up done in {time.perf_counter() - t0:.1f} s, {sum(r['compile_s'] for r in rows):.1f} s of "
-                  f"it compiling; later runs load the kernels from numba's cache")
+    console.print(f"warm-up{' of ' + args.config if args.config else ''} done in {time.perf_counter() - t0:.1f} s "
+                  f"(wall); numba compiling {sum(r['compile_s'] for r in rows):.1f} s, summed over {args.processes} "
+                  f"process(es); later runs load the kernels from numba's cache")
     return 0
 
 
@@ -352,7 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Run every station with a numba kernel on a small synthetic crawl in a temporary folder, so that numba "
         "compiles the kernels and caches them on disk, and print the seconds spent compiling per stage. Later "
         "runs load them from the cache (until gpupipe's sources change)."))
+    w.add_argument("config", nargs="?", help="warm only this config's stations (a config that reads a WARC crawl, "
+                   "e.g. configs/default.yaml); default: every station")
     w.add_argument("--docs", type=int, default=300, help="HTML pages of the synthetic crawl (default 300)")
+    w.add_argument("--processes", type=int, default=min(2, os.cpu_count() or 1),
+                   help="compile in this many processes at once (numba compiles one kernel at a time in a process; "
+                   "its disk cache is shared); default 2, or 1 on one core")
     w.set_defaults(fn=cmd_warmup)
 
     pl = sub.add_parser("plan", help="estimate CPU/GPU hours and storage for a token target (seed 002 资源估算)",

@@ -6,14 +6,13 @@ user would read as throughput. The warm-up runs every station with a kernel on a
 temporary folder, twice: the full pipeline from WARC (configs/full.yaml's stations, paragraph-level language ID),
 then the JSONL-style pipeline of `profiling/bench_pipeline.py` (document-level language ID, default quality rules)
 on the first run's extracted text. With a config, its own stations alone (with its parameters), on the same
-crawl: `make demo`'s install warms configs/default.yaml's stations only (`python -m gpupipe.warmup CONFIG`), a
+crawl: `make demo`'s install warms configs/default.yaml's stations only (`gpupipe warmup CONFIG`), a
 third of the full warm-up's compiling. Every run also reports compile time apart from stage time
 (`extra.numba_compile_s`), so throughput figures never include it.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -109,30 +108,3 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
         if jsonl:
             rows += _run(str(root / "run-warc-0" / "stages" / "01-extract"), str(root / "run-jsonl"), jsonl, "jsonl")
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m gpupipe.warmup [CONFIG]`: the warm-up (of CONFIG's stations only, if given), compile seconds
-    printed apart from the rest."""
-    import argparse
-    import time
-
-    ap = argparse.ArgumentParser(prog="python -m gpupipe.warmup", description=main.__doc__)
-    ap.add_argument("config", nargs="?", help="warm only this config's stations (it must read a WARC crawl)")
-    ap.add_argument("--docs", type=int, default=WARMUP_DOCS)
-    ap.add_argument("--processes", type=int, default=min(2, os.cpu_count() or 1),
-                    help="compile in this many processes at once (default: 2, or 1 on one core)")
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    rows = warm_up(args.docs, config=args.config, processes=args.processes)
-    compiled = [r for r in rows if r["compile_s"] > 0]
-    for r in compiled:
-        print(f"  {r['run']:<6} {r['stage']:<16} {r['compile_s']:6.1f} s compiling of {r['seconds']:6.1f} s")
-    total = sum(r["compile_s"] for r in rows)
-    print(f"warm-up{' of ' + args.config if args.config else ''}: {time.perf_counter() - t0:.1f} s, numba "
-          f"compiling {total:.1f} s in {args.processes} process(es) (cached on disk: later runs load the kernels)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -30,7 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--docs", type=int, default=300)
-    ap.add_argument("--config", help="warm this config's stations only (python -m gpupipe.warmup CONFIG)")
+    ap.add_argument("--config", help="warm this config's stations only (gpupipe warmup CONFIG)")
     ap.add_argument("--stations", help="comma-separated stations of the full warm-up to keep, e.g. quality")
     ap.add_argument("--keep-cache", action="store_true", help="use numba's usual cache (warm figures)")
     args = ap.parse_args()

@@ -138,8 +138,8 @@ def _pip_installs(lines: list[str]) -> list[str]:
 
 
 def _warms_up(line: str) -> bool:
-    """`gpupipe warmup` or `python -m gpupipe.warmup [CONFIG]`."""
-    return bool(re.search(r"gpupipe warmup\s*$|-m gpupipe\.warmup(\s+\S+\.ya?ml)?\s*$", line.rstrip()))
+    """`gpupipe warmup [CONFIG]`."""
+    return bool(re.search(r"gpupipe warmup(\s+\S+\.ya?ml)?\s*$", line.rstrip()))
 
 
 def test_make_demo_installs_the_base_only_from_wheels(tmp_path):
