@@ -248,11 +248,15 @@ def test_train_classifier_regression(model_dir, tmp_path):
                  "--out", str(tmp_path / "x")]) == 2
 
 
-def test_no_model_skips_the_stage_with_a_warning(caplog):
+def test_no_model_skips_the_stage_and_says_why(tmp_path):
+    """model: null: the stage declares itself skipped (the run prints it, stats.json and the report show it:
+    tests/test_readme_recipes.py) and passes documents unscored, loading no model (no torch needed)."""
     s = Classifier(ClassifierConfig(model=None, min_score=0.5), RunContext())
-    with caplog.at_level("WARNING", logger="gpupipe"):
-        s.setup()
-    assert "no model given" in caplog.text and "make tiny-model" in caplog.text
+    assert "no model given" in s.skipped() and "make tiny-model" in s.skipped()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert Classifier(ClassifierConfig(model=str(tmp_path / "model")), RunContext()).skipped() is None
+    s.setup()
     applied = s.apply_partition(frame(["a", "b"]))
     assert applied.reasons is None and "model_score" not in applied.df.columns
     assert applied.extra["docs_unscored"] == 2
