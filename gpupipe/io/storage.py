@@ -233,6 +233,17 @@ def open_input(location, block_size: int = READ_BLOCK) -> IO[bytes]:
     return fs.open(path, "rb", block_size=block_size, cache_type="readahead")
 
 
+
+def sha256(location) -> str:
+    """sha256 hex digest of a file's bytes (a local path or a URL), read in 4 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open_input(location) as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
 def file_size(f) -> int:
     """The size of an open file from open_input (local or streamed)."""
     if hasattr(f, "fileno"):

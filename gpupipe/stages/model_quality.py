@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gzip
-import hashlib
 import json
 import math
 import os
@@ -44,6 +43,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from gpupipe.config_base import FileRef, Fraction, Strict, ordered
+from gpupipe.io import storage
 from gpupipe.io.parts import atomic_output, atomic_write_text
 from gpupipe.stages.base import MapStage, StageStats
 
@@ -207,14 +207,6 @@ def binary_metrics(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float 
             "f1": round(f1, 4), "accuracy": round(accuracy, 4)}
 
 
-def _sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 M_PERTURB = -6  # glibc mallopt parameter
 
 
@@ -295,7 +287,7 @@ def train_quality_classifier(positive: str, negative: str, out: str, *, text_fie
         model.save_model(str(tmp_out))
     info = {
         "model": str(out),
-        "sha256": _sha256(out),
+        "sha256": storage.sha256(str(out)),
         "labels": {"positive": LABEL_PREFIX + HQ_LABEL, "negative": LABEL_PREFIX + LQ_LABEL},
         "inputs": {"positive": os.fspath(positive), "negative": os.fspath(negative), "text_field": text_field},
         "normalization": {"lower_case": True, "whitespace_folded": True, "max_chars": max_chars},

@@ -262,14 +262,6 @@ def read_megatron(prefix) -> tuple[MegatronIndex, list[np.ndarray]]:
     return index, seqs
 
 
-def _sha256(path: str) -> str:
-    sha = hashlib.sha256()
-    with storage.open_input(path) as f:
-        for block in iter(lambda: f.read(_SCAN_BYTES), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def _scan_bin(path: str, dtype: np.dtype, ends: np.ndarray, eos_id: int | None) -> tuple[int, int, int, int, str]:
     """One streamed pass over a .bin (local or a URL): (tokens, EOS count, sequences whose last token is not EOS,
     the first such sequence or -1, sha256 of the bytes). `ends`: each sequence's last token position, ascending."""
@@ -302,7 +294,7 @@ def verify_megatron(prefix, eos_id: int | None = None, expected: dict | None = N
         return missing
     problems = []
     if expected is not None:   # the bytes first: a flipped byte may leave every invariant intact
-        digest = _sha256(idxp)
+        digest = storage.sha256(idxp)
         if digest != expected.get("idx_sha256"):
             problems.append(f"{idxp}: sha256 mismatch (file {digest}, manifest {expected.get('idx_sha256')})")
     try:

@@ -214,7 +214,7 @@ def _scan_parquet_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
     try:
         pf = _parquet_file(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
-        scan.problems.append(f"{name}: not a readable Parquet file ({exc}); sha256 {_file_sha256(path)}")
+        scan.problems.append(f"{name}: not a readable Parquet file ({exc}); sha256 {storage.sha256(path)}")
         return scan
     want = parquet_schema(m["dtype"], seq_len)
     if not pf.schema_arrow.remove_metadata().equals(want):
@@ -229,12 +229,12 @@ def _scan_parquet_shard(shard_dir: str, entry: dict, m: dict) -> _ShardScan:
     try:
         _scan_tokens(_parquet_chunks(pf), m, scan, name)
     except Exception as exc:  # a damaged page: pyarrow raises OSError, ArrowInvalid, ...
-        digest = _file_sha256(path)
+        digest = storage.sha256(path)
         scan.problems.append(f"{name}: a row group is unreadable ({exc})"
                              + (f"; sha256 mismatch (file {digest}, manifest {entry['sha256']})"
                                 if digest != entry["sha256"] else ""))
         return scan
-    _check_content(entry, m, scan, name, _file_sha256(path), n,
+    _check_content(entry, m, scan, name, storage.sha256(path), n,
                    lambda: (c.reshape(-1, seq_len) for c in _parquet_chunks(_parquet_file(path))))
     scan.readable, scan.tokens = True, n
     return scan
@@ -245,14 +245,6 @@ def _parquet_file(path: str):
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(storage.open_input(path) if storage.is_url(path) else path)
-
-
-def _file_sha256(path: str) -> str:
-    sha = hashlib.sha256()
-    with storage.open_input(path) as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def _parquet_chunks(pf):
