@@ -268,9 +268,9 @@ def cmd_minhash_params(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from gpupipe.config_base import format_error
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig, lsh_shape
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, lsh_shape
 
-    from gpupipe.stages.lsh import format_params_report
+    from gpupipe.stages.dedup.lsh import format_params_report
 
     given = {k: getattr(args, k) for k in ("threshold", "num_perm", "fp_weight", "fn_weight", "bands", "rows")
              if getattr(args, k) is not None}
@@ -374,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print the plan as JSON (every stage)")
     pl.set_defaults(fn=cmd_plan)
 
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig
 
     m = sub.add_parser("minhash-params", help="choose LSH bands x rows for a Jaccard threshold", description=(
         "Choose bands x rows minimising the weighted false-positive + false-negative areas under the LSH S-curve "
@@ -390,11 +390,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--rows", type=int)
     m.set_defaults(fn=cmd_minhash_params)
 
-    from gpupipe.stages.decontam import add_decontam_index_parser
+    from gpupipe.stages.filters.decontam import add_decontam_index_parser
 
     add_decontam_index_parser(sub)
 
-    from gpupipe.stages.model_quality import add_train_quality_parser
+    from gpupipe.stages.filters.model_quality import add_train_quality_parser
 
     add_train_quality_parser(sub)
 
@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_audit_parser(sub)
 
-    from gpupipe.stages.chunk_markdown import add_chunk_markdown_parser
+    from gpupipe.stages.text.chunk_markdown import add_chunk_markdown_parser
 
     add_chunk_markdown_parser(sub)
     return p

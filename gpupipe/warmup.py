@@ -91,7 +91,7 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
             if stations is not None:
                 warc, jsonl = [s for s in warc if _name(s) in {"extract", *stations}], []
         if any(_name(s) == "decontaminate" for s in warc):
-            from gpupipe.stages.decontam import build_index
+            from gpupipe.stages.filters.decontam import build_index
 
             build_index([crawl["benchmark"]]).save(str(root / "benchmark.index.parquet"))
         groups = _groups(warc, processes)

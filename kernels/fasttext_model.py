@@ -294,7 +294,7 @@ class FastTextModel:
         As fastText's ``predict`` sees one line: without ``newline_is_space`` a document ends at its first "\\n"
         (fastText stops reading there); with it, "\\n" is whitespace, as if replaced by " ". ``max_chars`` > 0: a
         document of more code points is predicted on its head, middle and tail, a third of max_chars each,
-        joined by spaces (gpupipe.stages.langid.spread_sample). No label: fastText returns none when a line
+        joined by spaces (gpupipe.stages.filters.langid.spread_sample). No label: fastText returns none when a line
         has no input row (only possible when ``</s>`` is not in the vocabulary) or none reaches threshold."""
         data = np.ascontiguousarray(data, dtype=np.uint8)
         offsets = np.ascontiguousarray(offsets)

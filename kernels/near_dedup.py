@@ -9,7 +9,7 @@ value (tests/test_kernels_near_dedup.py; the GPU row in profiling/gpu_check.sh).
   near_duplicate_clusters   the chain; `timer(step)` (a context manager factory) times each step
   ChainParams               its parameters: the LSH shape, the seed, the shingle lengths, the threshold
 
-The keeper of each cluster is chosen by the caller (gpupipe/stages/fuzzy: priority columns, then doc_index) on the
+The keeper of each cluster is chosen by the caller (gpupipe/stages/dedup/fuzzy: priority columns, then doc_index) on the
 cluster members alone. Only numpy and numba are imported here; CuPy where device="gpu".
 """
 

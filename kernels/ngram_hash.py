@@ -1,5 +1,5 @@
 """Word / character n-gram hashes looked up in a sorted table: CUDA kernels (CuPy) and a bit-identical
-numba twin. Used by benchmark decontamination (gpupipe.stages.decontam): which n-grams of a training
+numba twin. Used by benchmark decontamination (gpupipe.stages.filters.decontam): which n-grams of a training
 document also occur in a benchmark item, and where in the document they are.
 
 Definition (both twins follow it exactly; p = 2^61 - 1, arithmetic on residues is exact)

@@ -1,7 +1,7 @@
 """Per-document counts for the quality rules (Gopher, Gopher repetition, C4, FineWeb, seed 002, zh), in one
 numba pass over Arrow string buffers, parallel over documents.
 
-Used by ``gpupipe.stages.quality``, which turns these counts into ratios and decisions. What pyarrow can do in a
+Used by ``gpupipe.stages.filters.quality``, which turns these counts into ratios and decisions. What pyarrow can do in a
 vectorized kernel (substring counts) the stage does with pyarrow; everything that needs a loop over the words or
 lines of each document is here: tokens, lines, paragraphs, n-grams and their repeats.
 

@@ -2,7 +2,7 @@
 int32/int64; see kernels/strings.py).
 
 The classes are the caller's: ``table`` maps every code point (0..0x10FFFF) to a class number, and the kernel
-counts, per document, how many code points fall in each class (gpupipe/stages/lang_script.py builds the table from
+counts, per document, how many code points fall in each class (gpupipe/stages/filters/lang_script.py builds the table from
 Unicode's Script property and OpenCC's character lists). Class 0 is "no class" and is not counted, nor are bytes
 that are not well-formed UTF-8. ASCII letters must all be in one class (``ascii_class``; the other ASCII
 characters in class 0): they are summed in a register and added once per document, the hot path of Latin text.

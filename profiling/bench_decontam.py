@@ -69,7 +69,7 @@ def read_corpus(path: str, max_mb: float, seed: int = 0) -> list[str]:
 
 
 def benchmark_items(specs: list[str], count: int):
-    from gpupipe.stages.decontam import BenchmarkSource
+    from gpupipe.stages.filters.decontam import BenchmarkSource
     from gpupipe.synth.benchmark import benchmark_records, write_benchmark
 
     if specs:
@@ -100,7 +100,7 @@ def py_units(text: str, cjk: bool) -> list[str]:
 
 
 def py_index(items, flags: np.ndarray) -> set:
-    from gpupipe.stages.normalize import normalize_text
+    from gpupipe.stages.text.normalize import normalize_text
 
     grams = set()
     for it, c in zip(items, flags):
@@ -233,8 +233,8 @@ def main(argv=None) -> int:
         return kernel_bench(args)
     if not args.corpus:
         ap.error("a CORPUS is needed unless --kernel-only")
-    from gpupipe.stages.decontam import build_index_from_items, cjk_flags
-    from gpupipe.stages.normalize import normalize_text
+    from gpupipe.stages.filters.decontam import build_index_from_items, cjk_flags
+    from gpupipe.stages.text.normalize import normalize_text
 
     print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
           f"{os.cpu_count()} CPUs, numba threads {numba.get_num_threads()}")

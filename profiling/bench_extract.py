@@ -66,7 +66,7 @@ import pandas as pd
 import yaml
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.extract import Extract, ExtractConfig
+from gpupipe.stages.text.extract import Extract, ExtractConfig
 
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE | re.MULTILINE | re.IGNORECASE | re.DOTALL)  # the benchmark's own
 

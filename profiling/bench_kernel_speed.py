@@ -58,7 +58,7 @@ def main() -> None:
 
     from gpupipe.kernels import fasttext_model, minhash, ngram_hash, repetition, script_share, text_hash
     from gpupipe.kernels.strings import arrow_buffers
-    from gpupipe.stages.langid import default_model_path
+    from gpupipe.stages.filters.langid import default_model_path
 
     numba.set_num_threads(args.threads)
     texts = _texts(args.docs)
@@ -68,7 +68,7 @@ def main() -> None:
     a, b = minhash.minhash_permutations(128, 0)
     model = fasttext_model.load_model(default_model_path())
     from gpupipe.kernels.near_dedup import ChainParams, near_duplicate_clusters
-    from gpupipe.stages.lang_script import N_CLASSES, script_table
+    from gpupipe.stages.filters.lang_script import N_CLASSES, script_table
 
     doc = np.arange(len(texts), dtype=np.int64)
     cases = {

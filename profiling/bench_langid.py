@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.langid import LangId, LangIdConfig, fineweb2_threshold
+from gpupipe.stages.filters.langid import LangId, LangIdConfig, fineweb2_threshold
 
 BUCKETS = [(0, 30), (30, 100), (100, 1000), (1000, None)]
 BEFORE = {"script_rules": False, "casefold_below": 0.0, "merge": {}}
@@ -93,7 +93,7 @@ def timed(stages: dict[str, LangId], parts: list[pd.DataFrame], repeat: int) -> 
 
 def warc_pages(paths: list[str]) -> list[str]:
     from gpupipe.io.warc import iter_warc
-    from gpupipe.stages.extract import Extract, ExtractConfig
+    from gpupipe.stages.text.extract import Extract, ExtractConfig
 
     out = ["## WARC pages (the project's reader and `extract` stage, extractor auto)"]
     ex = Extract(ExtractConfig(), RunContext())

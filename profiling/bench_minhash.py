@@ -28,7 +28,7 @@ A last line splits ours' time: the same run with one permutation (text in, shing
 them, and the bound that follows for the ratio to datasketch even if everything but the permutations were free.
 
 Phase 2, whole dedup (signatures -> LSH -> clusters -> documents to remove, keeping the first of each cluster):
-  ours        gpupipe.stages.fuzzy.find_duplicates (its default config: exact Jaccard check of candidates)
+  ours        gpupipe.stages.dedup.fuzzy.find_duplicates (its default config: exact Jaccard check of candidates)
   datasketch  best phase-1 signature time + MinHashLSH (insertion session, one query per document) + connected
               components (scipy)
 rensa and datatrove are timed for signatures only (datatrove's later steps are separate file-based pipelines).
@@ -245,7 +245,7 @@ def ours_dedup_warm(p: Params) -> None:
 def ours_dedup_run(docs, p: Params):
     import pyarrow as pa
 
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig, find_duplicates
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, find_duplicates
 
     # the frame as the pipeline holds a part: Arrow columns seen through pandas (read_part's to_pandas)
     df = pa.table({"text": pa.array([t for t, _ in docs], type=pa.large_string()),
@@ -412,7 +412,7 @@ def _cluster_count(labels: np.ndarray) -> int:
 def dedup_phase(docs, p: Params, sig_results: dict, repeat: int) -> dict:
     out = {}
     try:
-        from gpupipe.stages.fuzzy import FuzzyDedupConfig, lsh_shape
+        from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, lsh_shape
 
         seconds, members = run_method("ours_dedup", docs, p, 1, want_result=True, repeat=repeat)
         out["ours"] = {"seconds": seconds, "removed": set(members.loc[~members["keep"], "doc_index"].tolist()),

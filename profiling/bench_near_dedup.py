@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig, find_duplicates
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, find_duplicates
 
     df = load(args.corpus, args.docs)
     cfg = FuzzyDedupConfig()

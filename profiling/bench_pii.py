@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpupipe.stages.base import RunContext, text_bytes
-from gpupipe.stages.pii import PII_TYPES, PiiConfig, PiiRedactor, redact_text
+from gpupipe.stages.text.pii import PII_TYPES, PiiConfig, PiiRedactor, redact_text
 
 
 def read_texts(path: str, limit: int) -> list[str]:

@@ -315,7 +315,7 @@ def in_memory_near_dedup(run: Path) -> dict:
     (the exact_dedup stage's parts), best of 3: what the stage's exchange, files and tasks cost on top of it."""
     import pandas as pd
 
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig, find_duplicates
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, find_duplicates
 
     parts = sorted(next(run.glob("stages/*-exact_dedup")).glob("part-*.parquet"))
     df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
@@ -437,7 +437,7 @@ def run_datatrove(peer_python: str, input_dir: Path, tokenizer: str, work: Path,
     if dt_work.exists():
         shutil.rmtree(dt_work)
     dt_work.mkdir(parents=True)
-    from gpupipe.stages.langid import default_model_path  # the lid.176.ftz gpupipe ships (gpupipe/data)
+    from gpupipe.stages.filters.langid import default_model_path  # the lid.176.ftz gpupipe ships (gpupipe/data)
 
     lid_model = default_model_path()
     spec = {"work": str(dt_work), "input_dir": str(input_dir), "tokenizer": tokenizer, "eos": EOS,

@@ -118,7 +118,7 @@ def _init(kind: str, spec, barrier) -> None:
         if kind == "ours":
             import numba
 
-            from gpupipe.stages.quality import QualityConfig, decide, quality_signals
+            from gpupipe.stages.filters.quality import QualityConfig, decide, quality_signals
 
             numba.set_num_threads(int(os.environ.get("NUMBA_NUM_THREADS", "1")))
             cfg = QualityConfig.model_validate(spec)

@@ -1,4 +1,4 @@
-"""Benchmark exact-substring dedup (gpupipe/stages/substring/) on real text.
+"""Benchmark exact-substring dedup (gpupipe/stages/dedup/substring/) on real text.
 
 1. In memory, one group: MB/s of each step (join, suffix array, LCP, marking, ranges, final cuts, cutting) and of
    the whole, peak RSS added over the loaded corpus (bytes per text byte, against the ~10n bound), bytes removed.
@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpupipe.stages import substring as ds
-from gpupipe.stages.substring import kernels as sk
-from gpupipe.stages.substring.text import buffers
+from gpupipe.stages.dedup import substring as ds
+from gpupipe.stages.dedup.substring import kernels as sk
+from gpupipe.stages.dedup.substring.text import buffers
 
 
 def load_texts(path: str, docs: int | None) -> list[str]:

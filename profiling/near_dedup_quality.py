@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpupipe.stages.fuzzy import FuzzyDedupConfig, find_duplicates, lsh_shape
+from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, find_duplicates, lsh_shape
 from gpupipe.synth import write_synthetic_crawl
 
 

@@ -47,7 +47,7 @@ def model_stage():
     """A langid stage with lid.176 loaded, once per test module; tests swap configs on its model
     (tests/test_langid.py `_with`)."""
     from gpupipe.stages.base import RunContext
-    from gpupipe.stages.langid import LangId, LangIdConfig
+    from gpupipe.stages.filters.langid import LangId, LangIdConfig
 
     stage = LangId(LangIdConfig(), RunContext())
     stage.setup()

@@ -38,7 +38,7 @@ def test_cli_device_gpu_exits_before_work(tmp_path, capsys):
 
 def test_gpu_modules_import_without_a_gpu():
     for mod in ("gpupipe.kernels", "gpupipe.kernels.text_hash", "gpupipe.kernels.strings", "gpupipe.kernels.minhash",
-                "gpupipe.kernels.ngram_hash", "gpupipe.backend", "gpupipe.run.executors", "gpupipe.stages.dedup_exact"):
+                "gpupipe.kernels.ngram_hash", "gpupipe.backend", "gpupipe.run.executors", "gpupipe.stages.dedup.exact"):
         importlib.import_module(mod)
 
 

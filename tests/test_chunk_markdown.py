@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gpupipe.config_base import ConfigError
 from gpupipe.io.records import Rejected
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.chunk_markdown import (ChunkMarkdown, ChunkMarkdownConfig, RuleFilter, atomic_units,
+from gpupipe.stages.text.chunk_markdown import (ChunkMarkdown, ChunkMarkdownConfig, RuleFilter, atomic_units,
                                            chunk_doc_index, chunk_document, chunk_markdown, hard_split,
                                            iter_markdown_dir, load_chunk_config, main, normalize_title,
                                            split_oversized, split_sections, split_sentences)
@@ -353,7 +353,7 @@ def test_cli_flags_and_config_file(tmp_path):
 def test_subcommand_registers_on_a_parser(tmp_path, monkeypatch):
     import argparse
 
-    from gpupipe.stages.chunk_markdown import add_chunk_markdown_parser
+    from gpupipe.stages.text.chunk_markdown import add_chunk_markdown_parser
 
     parser = argparse.ArgumentParser(prog="gpupipe")
     add_chunk_markdown_parser(parser.add_subparsers(dest="command", required=True))

@@ -16,7 +16,7 @@ from gpupipe.cli import main  # noqa: E402
 from gpupipe.models.encoder import Encoder, length_batches  # noqa: E402
 from gpupipe.models.tiny import make_encoder  # noqa: E402
 from gpupipe.stages.base import RunContext  # noqa: E402
-from gpupipe.stages.classifier import Classifier, ClassifierConfig  # noqa: E402
+from gpupipe.stages.filters.classifier import Classifier, ClassifierConfig  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(400)] + "the cat sat on a mat and ran far away".split()
 

@@ -10,8 +10,8 @@ import yaml
 from gpupipe.cli import main
 from gpupipe.config_base import ConfigError, did_you_mean
 from gpupipe.config import load_config, validate_config
-from gpupipe.stages.langid import default_model_path, model_languages
-from gpupipe.stages.model_quality import zero_filled_allocations
+from gpupipe.stages.filters.langid import default_model_path, model_languages
+from gpupipe.stages.filters.model_quality import zero_filled_allocations
 from gpupipe.tokens.tokenizer import save_tokenizer, train_byte_level_bpe
 
 ROOT = Path(__file__).resolve().parent.parent

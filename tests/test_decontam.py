@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from gpupipe.stages.base import RunContext, StageJob
-from gpupipe.stages.decontam import (BenchmarkSource, DecontamConfig, DecontamIndex, Decontaminate,
+from gpupipe.stages.filters.decontam import (BenchmarkSource, DecontamConfig, DecontamIndex, Decontaminate,
                                      add_decontam_index_parser, build_index, cut_spans, decontam_index_main)
 
 GSM = [{"question": "Tara has 12 red apples and buys 7 green apples at the farm market on Sunday. She gives "
@@ -315,7 +315,7 @@ def test_synthetic_crawl_repeated_paragraphs(synth_crawl):
 
 
 def test_empty_index_and_empty_partition(tmp_path):
-    from gpupipe.stages.decontam import build_index_from_items
+    from gpupipe.stages.filters.decontam import build_index_from_items
 
     empty = build_index_from_items([])
     assert len(empty.table) == 0 and empty.items.empty

@@ -11,7 +11,7 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
+from gpupipe.stages.dedup.fuzzy import (FuzzyDedupConfig, choose_keepers, connected_components, find_duplicates,
                                   identical_texts, shingle_sets, star_edges, verify_edges)
 from gpupipe.kernels.lsh_graph import _star_matrix
 
@@ -142,7 +142,7 @@ def test_two_partitions_apply_interleaved_on_one_stage_instance(tmp_path, monkey
     """Partitions' apply tasks on two threads, taking turns, on the one cached worker instance: each partition's
     output is what it is alone (its removals are handed in, nothing is kept on the stage)."""
     from gpupipe.stages.base import RunContext
-    from gpupipe.stages.fuzzy import FuzzyDedup
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedup
     from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
 
     rng = np.random.default_rng(8)

@@ -11,7 +11,7 @@ import pytest
 
 from gpupipe import stages as stages_pkg
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.substring import (REASON, SubstringDedup, SubstringDedupConfig, duplicate_ranges,
+from gpupipe.stages.dedup.substring import (REASON, SubstringDedup, SubstringDedupConfig, duplicate_ranges,
                                       anchor_k, substring_dedup, winnow_anchors)
 from tests.test_lab_and_dedup import run_config, write_jsonl
 
@@ -292,7 +292,7 @@ def test_two_partitions_cut_interleaved_on_one_stage_instance(tmp_path, monkeypa
     """Partitions' apply tasks on two threads, taking turns inside their hooks, on the one cached worker instance:
     each partition's output is what it is alone (its ranges are handed in, nothing is kept on the stage)."""
     from gpupipe.stages.base import RunContext
-    from gpupipe.stages.substring import cuts
+    from gpupipe.stages.dedup.substring import cuts
     from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
 
     texts = corpus(21)

@@ -11,12 +11,13 @@ import pyarrow as pa
 import pytest
 
 from gpupipe.run.executors import LocalExecutor
-from gpupipe.stages import STAGES, base, exchange as exchange_mod
+from gpupipe.run import exchange as exchange_mod
+from gpupipe.stages import STAGES, base
 from gpupipe.stages.base import MapStage, RunContext, StageJob
-from gpupipe.stages.dedup_exact import ExactDedup
-from gpupipe.stages.exchange import Exchange
-from gpupipe.stages.fuzzy import FuzzyDedup
-from gpupipe.stages.substring import SubstringDedup
+from gpupipe.stages.dedup.exact import ExactDedup
+from gpupipe.run.exchange import Exchange
+from gpupipe.stages.dedup.fuzzy import FuzzyDedup
+from gpupipe.stages.dedup.substring import SubstringDedup
 from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
 
 
@@ -124,7 +125,7 @@ def test_fuzzy_dedup_exchange_is_bounded(tmp_path, monkeypatch):
 def test_fuzzy_dedup_verifies_two_partitions_at_a_time(tmp_path, monkeypatch):
     """The exact check holds the shingle sets of the two partitions of an edge, never all candidates' at once, and
     keeps what the in-memory check keeps."""
-    from gpupipe.stages.fuzzy import stage as fuzzy_stage
+    from gpupipe.stages.dedup.fuzzy import stage as fuzzy_stage
 
     n = 5
     inputs = write_parts(tmp_path / "in", _frames(_texts(80, 2), n))

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.extract import Extract, ExtractConfig, too_large
+from gpupipe.stages.text.extract import Extract, ExtractConfig, too_large
 
 PAGE = """<html><head><title>Rivers</title><meta charset="utf-8"></head><body>
 <nav><a href="/">Home</a> <a href="/news">News</a> <a href="/about">About us</a></nav>

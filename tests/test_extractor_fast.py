@@ -10,7 +10,7 @@ import yaml
 from gpupipe.extract.fast import extract_text
 from gpupipe.extract.timeout import PageTimeout, time_limit
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.extract import Extract, ExtractConfig, trafilatura_extractor
+from gpupipe.stages.text.extract import Extract, ExtractConfig, trafilatura_extractor
 
 PROSE = ("Rivers carve valleys over thousands of years as water erodes rock and carries sediment downstream. "
          "In mountain regions the slope is steep, so the water moves quickly and cuts deep V-shaped valleys. ")

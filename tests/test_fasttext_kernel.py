@@ -16,7 +16,7 @@ from gpupipe.kernels.fasttext_model import MAGIC, FastTextModel, read_labels
 from gpupipe.kernels.strings import arrow_buffers
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.langid import (
+from gpupipe.stages.filters.langid import (
     LABEL_PREFIX,
     UNDETERMINED,
     LangId,

@@ -98,7 +98,7 @@ def test_the_walk_sees_the_imports():
     """The reader itself: known imports are found (a walk that saw nothing would pass every rule below)."""
     g = _graph()
     assert "gpupipe.stages" in g["gpupipe.config"] and "gpupipe.config_base" in g["gpupipe.stages.read"]
-    assert "gpupipe.io.records" in g["gpupipe.io.warc"] and "gpupipe.kernels.text_hash" in g["gpupipe.stages.dedup_exact"]   # inside a function
+    assert "gpupipe.io.records" in g["gpupipe.io.warc"] and "gpupipe.kernels.text_hash" in g["gpupipe.stages.dedup.exact"]   # inside a function
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

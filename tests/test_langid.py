@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.langid import LangId, LangIdConfig, aggregate_paragraphs, spread_sample
+from gpupipe.stages.filters.langid import LangId, LangIdConfig, aggregate_paragraphs, spread_sample
 
 EN = ("Rivers carve valleys over thousands of years as water erodes rock and carries sediment downstream. "
       "In mountain regions the slope is steep, so the water moves quickly and cuts deep V-shaped valleys.")

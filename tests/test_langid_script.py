@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from gpupipe.kernels.script_share import script_counts
-from gpupipe.stages import lang_script as ls
+from gpupipe.stages.filters import lang_script as ls
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.langid import LangId, LangIdConfig, LangIdTwoPass, fineweb2_threshold
+from gpupipe.stages.filters.langid import LangId, LangIdConfig, LangIdTwoPass, fineweb2_threshold
 from tests.test_lab_and_dedup import run_config, write_jsonl
 from tests.test_langid import _frame, _with
 
@@ -211,7 +211,7 @@ def test_fineweb2_runs_as_two_passes_and_reports_its_thresholds(tmp_path, model_
 @pytest.mark.parametrize("min_score", [0.65, "fineweb2"])
 def test_no_partition_state_on_two_threads(tmp_path, monkeypatch, min_score):
     """Both forms of the stage, their partitions interleaved on one cached instance: the same files and stats."""
-    from gpupipe.stages import langid as langid_module
+    from gpupipe.stages.filters import langid as langid_module
     from gpupipe.stages.base import fusable
     from tests.interleave import assert_no_partition_state, check_interleaved, write_parts
 

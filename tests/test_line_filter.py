@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from gpupipe.io.parts import part_paths
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.line_filter import LineFilter, LineFilterConfig, count_words, fewer_words
+from gpupipe.stages.filters.line_filter import LineFilter, LineFilterConfig, count_words, fewer_words
 
 
 def _stage(**params) -> LineFilter:

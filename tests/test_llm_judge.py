@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.chunk_markdown import ChunkMarkdown, ChunkMarkdownConfig, chunk_markdown_dir
-from gpupipe.stages.llm_judge import (AttemptError, CheckpointWriter, JudgeConfig, JudgeError, LLMJudge, Verdict,
+from gpupipe.stages.text.chunk_markdown import ChunkMarkdown, ChunkMarkdownConfig, chunk_markdown_dir
+from gpupipe.stages.text.llm_judge import (AttemptError, CheckpointWriter, JudgeConfig, JudgeError, LLMJudge, Verdict,
                                       load_verdicts, parse_verdict, verdict_line)
 
 KEY_ENV = "GPUPIPE_TEST_LLM_KEY"
@@ -298,7 +298,7 @@ def test_killed_cli_run_resumes_without_asking_again(server, tmp_path):
     cfg_file = tmp_path / "cfg.yaml"
     cfg_file.write_text(json.dumps({"judge": judge_cfg(server, timeout_s=60).model_dump()}), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "gpupipe.stages.chunk_markdown", str(docs), "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "gpupipe.stages.text.chunk_markdown", str(docs), "--out", str(out),
                              "--config", str(cfg_file), "--judge"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpt = out / "judge_verdicts.jsonl"

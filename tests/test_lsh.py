@@ -1,11 +1,11 @@
-"""LSH banding math (gpupipe.stages.lsh): S-curve, FP/FN areas, the optimal (b, r) search, seed 001's exercise."""
+"""LSH banding math (gpupipe.stages.dedup.lsh): S-curve, FP/FN areas, the optimal (b, r) search, seed 001's exercise."""
 
 import math
 
 import numpy as np
 import pytest
 
-from gpupipe.stages import lsh
+from gpupipe.stages.dedup import lsh
 
 
 def _p(s, b, r):

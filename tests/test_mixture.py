@@ -14,7 +14,7 @@ from gpupipe.cli import main
 from gpupipe.config import load_config
 from gpupipe.io.parts import part_paths
 from gpupipe.run.pipeline import check_conservation
-from gpupipe.stages.mixture import Mixture, MixtureConfig, MixtureError, plan_copies
+from gpupipe.stages.tokens.mixture import Mixture, MixtureConfig, MixtureError, plan_copies
 from gpupipe.tokens.bestfit import PAD_TOKEN, unpack_documents
 from gpupipe.tokens.megatron import read_megatron
 from gpupipe.tokens.tokenizer import EOS_TOKEN

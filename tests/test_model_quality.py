@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.model_quality import (
+from gpupipe.stages.filters.model_quality import (
     M_PERTURB, PerplexityConfig, PerplexityFilter, QualityClassifier, QualityClassifierConfig, add_train_quality_parser,
     fasttext_texts, lm_normalize, load_fasttext, perplexity_histogram, read_texts, score_histogram, train_quality_classifier)
 

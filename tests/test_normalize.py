@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.normalize import (MOJIBAKE_HINT, Normalize, NormalizeConfig, fix_mojibake_array,
+from gpupipe.stages.text.normalize import (MOJIBAKE_HINT, Normalize, NormalizeConfig, fix_mojibake_array,
                                       normalize_array, normalize_text)
 
 # ftfy is optional: the mojibake tests skip (and say so) where it is not installed.

@@ -101,7 +101,7 @@ def test_kernels_cached_under_the_sources_digest():
 
     from gpupipe._numba_cache import digest_folder, sources_digest
     from gpupipe.kernels import repetition
-    from gpupipe.stages.substring import kernels
+    from gpupipe.stages.dedup.substring import kernels
 
     if os.environ.get("NUMBA_CACHE_DIR"):
         pytest.skip("NUMBA_CACHE_DIR keeps numba's own locations")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.pii import (PII_BY_NAME, PII_TYPES, PiiConfig, PiiRedactor, card_valid, cn_id_valid,
+from gpupipe.stages.text.pii import (PII_BY_NAME, PII_TYPES, PiiConfig, PiiRedactor, card_valid, cn_id_valid,
                                 luhn_valid, redact_text)
 
 EMAIL, PHONE, ID, CARD, IP = "[EMAIL_REDACTED]", "[PHONE_REDACTED]", "[ID_REDACTED]", "[CARD_REDACTED]", "[IP_REDACTED]"

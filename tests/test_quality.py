@@ -17,7 +17,7 @@ import pytest
 from gpupipe.kernels import repetition as R
 from gpupipe.kernels.text_hash import arrow_buffers
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.quality import QualityConfig, QualityFilter, _rules, decide, quality_signals
+from gpupipe.stages.filters.quality import QualityConfig, QualityFilter, _rules, decide, quality_signals
 
 FAMILIES = ("zh", "gopher_quality", "gopher_repetition", "c4", "fineweb", "seed002")
 

@@ -230,7 +230,7 @@ def test_device_series_runs_on_the_gpu_unless_cpu_is_asked(host_cupy):
 
 
 def test_trim_set_is_arrows_and_pythons_whitespace():
-    from gpupipe.stages.dedup_exact import TRIM_CHARS, WHITESPACE_RUN
+    from gpupipe.stages.dedup.exact import TRIM_CHARS, WHITESPACE_RUN
 
     cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     arr = pa.array(["a" + chr(c) for c in cps])
@@ -247,7 +247,7 @@ def test_folded_text_hashes_as_the_arrow_version(dtype):
     import random
 
     from gpupipe.kernels.text_hash import text_hash
-    from gpupipe.stages.dedup_exact import folded_text
+    from gpupipe.stages.dedup.exact import folded_text
 
     rng = random.Random(3)
     pool = list(" \t\n\r\f\x0b\x1c\x85\xa0\u3000\u2028\u200bab\u00e9\u4e2d\x00")
@@ -374,7 +374,8 @@ def test_pipeline_with_device_frames_in_gpu_native_stages_gives_the_same_bytes(t
     """The GPU data flow, simulated on the CPU: GPU-native stages get "device" frames (the pandas stand-in), run
     the same code on them, and their output crosses to the host to be written. Shards and parts are unchanged."""
     from gpupipe.io.parts import read_part
-    from gpupipe.stages import base, global_stage
+    from gpupipe.stages import base
+    from gpupipe.stages.dedup import global_stage
 
     src = _jsonl_corpus(tmp_path / "corpus.jsonl")
     reference = _run(tmp_path, "reference", src)
@@ -414,7 +415,7 @@ def test_exact_dedup_is_the_gpu_native_stage_and_host_stages_are_not():
 def test_exact_dedup_keys_on_pandas_match_the_arrow_definition():
     from gpupipe.kernels.text_hash import text_hash
     from gpupipe.stages.base import RunContext
-    from gpupipe.stages.dedup_exact import ExactDedup
+    from gpupipe.stages.dedup.exact import ExactDedup
 
     df = _frame().assign(text=["a  b", "a b", " a\tb\n", None, "", "a\u3000b"])
     keys = ExactDedup(ExactDedup.Config(), RunContext()).keys(df)
@@ -459,7 +460,7 @@ def test_cudf_text_hash_in_place_equals_cpu():
     import cudf
 
     from gpupipe.kernels.text_hash import text_hash
-    from gpupipe.stages.dedup_exact import folded_text
+    from gpupipe.stages.dedup.exact import folded_text
 
     texts = TEXTS * 100
     s = cudf.Series(texts)

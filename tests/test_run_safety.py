@@ -281,7 +281,7 @@ def test_workers_with_the_local_executor_is_said_to_be_ignored(tmp_path, capsys)
 
 
 def test_minhash_params_prints_the_stage_defaults(capsys):
-    from gpupipe.stages.fuzzy import FuzzyDedupConfig, lsh_shape
+    from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig, lsh_shape
 
     assert main(["minhash-params", "--threshold", "0.8"]) == 0
     bands, rows = lsh_shape(FuzzyDedupConfig(threshold=0.8))

@@ -16,7 +16,7 @@ from gpupipe.models.encoder import Encoder  # noqa: E402
 from gpupipe.models.tiny import make_encoder  # noqa: E402
 from gpupipe.run.executors import LocalExecutor  # noqa: E402
 from gpupipe.stages.base import RunContext  # noqa: E402
-from gpupipe.stages.semantic import SemanticDedup, SemanticDedupConfig, kmeans, similar_pairs  # noqa: E402
+from gpupipe.stages.dedup.semantic import SemanticDedup, SemanticDedupConfig, kmeans, similar_pairs  # noqa: E402
 from tests.interleave import run_stage, write_parts  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(3000)]

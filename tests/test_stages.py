@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.doc_filter import DocFilter, word_signals
-from gpupipe.stages.extract import Extract
-from gpupipe.stages.langid import LangId
-from gpupipe.stages.normalize import Normalize, normalize_array, normalize_text
+from gpupipe.stages.filters.doc_filter import DocFilter, word_signals
+from gpupipe.stages.text.extract import Extract
+from gpupipe.stages.filters.langid import LangId
+from gpupipe.stages.text.normalize import Normalize, normalize_array, normalize_text
 
 PIECES = st.sampled_from(["a", "B", " ", "\n", "\r", "\r\n", "\t", "\x07", "\x85", "\u3000", "\xa0", "\u2028",
                           "é", "e\u0301", "中", "\x1f", "\x0b", "\x0c", "😀", "\ufeff"])

@@ -224,7 +224,7 @@ def test_exact_duplicates_extract_identically(crawl):
 
 def test_fasttext_identifies_languages(crawl):
     fasttext = pytest.importorskip("fasttext", reason="the [fasttext] extra (in [dev])")
-    from gpupipe.stages.langid import default_model_path
+    from gpupipe.stages.filters.langid import default_model_path
 
     _, truth, _ = crawl
     model = fasttext.load_model(default_model_path())

@@ -9,7 +9,7 @@ import yaml
 
 from gpupipe.cli import main
 from gpupipe.io.parts import part_paths
-from gpupipe.stages.tokenize import TokenizeConfig, iter_texts, sample_bytes, sample_shares
+from gpupipe.stages.tokens.tokenize import TokenizeConfig, iter_texts, sample_bytes, sample_shares
 
 
 def run(tmp: Path, name: str, src: Path, tokenize: dict, partition_bytes: str) -> Path:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from gpupipe.io.parts import part_paths
 from gpupipe.stages.base import RunContext
-from gpupipe.stages.url_filter import (TRACKING_PARAMS, UrlDedup, UrlFilter, UrlFilterConfig, _normalize_parts,
+from gpupipe.stages.filters.url_filter import (TRACKING_PARAMS, UrlDedup, UrlFilter, UrlFilterConfig, _normalize_parts,
                                        _params_re, domain_regex, domain_tiers, normalize_url, normalize_url_array,
                                        normalize_url_parts)
 
@@ -195,7 +195,7 @@ def run_config(tmp: Path, name: str, input_path: Path, stages: list, partition_d
 def url_stages(monkeypatch):
     """Register the stages for this test (a no-op once gpupipe.stages registers them itself)."""
     from gpupipe.stages import STAGES
-    from gpupipe.stages.line_filter import LineFilter
+    from gpupipe.stages.filters.line_filter import LineFilter
 
     for cls in (UrlFilter, UrlDedup, LineFilter):
         monkeypatch.setitem(STAGES, cls.name, cls)

@@ -1,7 +1,7 @@
 """Data files shipped inside the gpupipe package (package data, not code).
 
 - `lid.176.ftz`: fastText's language identification model (176 languages, the compressed 917 KiB version), the
-  default model of the `langid` stage (`gpupipe.stages.langid.default_model_path()`). Unmodified; licensed under
+  default model of the `langid` stage (`gpupipe.stages.filters.langid.default_model_path()`). Unmodified; licensed under
   CC BY-SA 3.0, not under gpupipe's Apache-2.0: see `NOTICE` beside it. Its size and SHA-256 are `LID_176_BYTES`
   and `LID_176_SHA256` (tests/test_install.py checks the file against them).
 """

@@ -196,7 +196,7 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     if v and "mse" in v:
         print(f"validation ({v['docs']} held-out examples): MSE {v['mse']:.4f}  MAE {v['mae']:.4f}")
     elif v:
-        from gpupipe.stages.model_quality import classification_scores
+        from gpupipe.stages.filters.model_quality import classification_scores
 
         print(f"validation ({v['docs']} held-out examples, {v['averaged']}): {classification_scores(v)}")
     print(f"wrote {info['model']} (load it with `- classifier: {{model: {info['model']}}}`)")

@@ -30,7 +30,7 @@ METRICS_FILE = "metrics.prom"
 ERROR_REASONS = ("unreadable_record", "decode_error", "extract_error")
 TOP_DOMAINS = 100
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
-TOKEN_COUNT_BIN = "token_count_bin_"         # the tokenize stage's counters (gpupipe/stages/tokenize.py)
+TOKEN_COUNT_BIN = "token_count_bin_"         # the tokenize stage's counters (gpupipe/stages/tokens/tokenize.py)
 SCORE_BIN_PREFIXES = ("score_bin_", "perplexity_bin_")
 # a URL's host (lower-cased after; 'www.' kept: a host of its own); a string without one counts under no domain
 _HOST_ARROW = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(?P<host>\[[^\]]*\]|[^:/?#]+)"

@@ -23,7 +23,7 @@ from gpupipe.run.remote import RemoteRun, default_work_dir
 from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
 from gpupipe.stages import STAGES, build_stage
 from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task, peak_rss_mb
-from gpupipe.stages.pack import SHARDS_DIR
+from gpupipe.stages.tokens.pack import SHARDS_DIR
 from gpupipe.stages.read import ReadStage
 
 log = logging.getLogger("gpupipe")

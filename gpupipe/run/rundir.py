@@ -177,7 +177,7 @@ class RunDir:
         is interrupted."""
         for name in RESULT_FILES:
             (self.root / name).unlink(missing_ok=True)
-        from gpupipe.stages.pack import SHARDS_DIR  # late: stages import the run package's helpers
+        from gpupipe.stages.tokens.pack import SHARDS_DIR  # late: stages import the run package's helpers
 
         shutil.rmtree(self.root / SHARDS_DIR, ignore_errors=True)
         for folder in folders[first:]:

@@ -8,25 +8,25 @@ from pydantic import ValidationError
 
 from gpupipe.config_base import ConfigError, did_you_mean, format_error
 from gpupipe.stages.base import MapStage, RunContext, Stage
-from gpupipe.stages.chunk_markdown import ChunkMarkdown
-from gpupipe.stages.classifier import Classifier
-from gpupipe.stages.decontam import Decontaminate
-from gpupipe.stages.dedup_exact import ExactDedup
-from gpupipe.stages.fuzzy import FuzzyDedup
-from gpupipe.stages.semantic import SemanticDedup
-from gpupipe.stages.substring import SubstringDedup
-from gpupipe.stages.doc_filter import DocFilter
-from gpupipe.stages.extract import Extract
-from gpupipe.stages.langid import LangId
-from gpupipe.stages.normalize import Normalize
-from gpupipe.stages.pack import Pack, PackConfig
-from gpupipe.stages.pii import PiiRedactor
-from gpupipe.stages.quality import QualityFilter
-from gpupipe.stages.line_filter import LineFilter
-from gpupipe.stages.mixture import Mixture
-from gpupipe.stages.model_quality import PerplexityFilter, QualityClassifier
-from gpupipe.stages.url_filter import UrlDedup, UrlFilter
-from gpupipe.stages.tokenize import Tokenize, TokenizeConfig
+from gpupipe.stages.text.chunk_markdown import ChunkMarkdown
+from gpupipe.stages.filters.classifier import Classifier
+from gpupipe.stages.filters.decontam import Decontaminate
+from gpupipe.stages.dedup.exact import ExactDedup
+from gpupipe.stages.dedup.fuzzy import FuzzyDedup
+from gpupipe.stages.dedup.semantic import SemanticDedup
+from gpupipe.stages.dedup.substring import SubstringDedup
+from gpupipe.stages.filters.doc_filter import DocFilter
+from gpupipe.stages.text.extract import Extract
+from gpupipe.stages.filters.langid import LangId
+from gpupipe.stages.text.normalize import Normalize
+from gpupipe.stages.tokens.pack import Pack, PackConfig
+from gpupipe.stages.text.pii import PiiRedactor
+from gpupipe.stages.filters.quality import QualityFilter
+from gpupipe.stages.filters.line_filter import LineFilter
+from gpupipe.stages.tokens.mixture import Mixture
+from gpupipe.stages.filters.model_quality import PerplexityFilter, QualityClassifier
+from gpupipe.stages.filters.url_filter import UrlDedup, UrlFilter
+from gpupipe.stages.tokens.tokenize import Tokenize, TokenizeConfig
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
                                   (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,

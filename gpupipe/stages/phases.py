@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.stages.base import MapStage, Stage, StageJob, StageStats, map_chain_task, peak_rss_mb, worker_stage
-from gpupipe.stages.exchange import Exchange
+from gpupipe.run.exchange import Exchange
 
 PARTITIONS, BUCKETS, DRIVER, APPLY = "partitions", "buckets", "driver", "apply"
 

@@ -1,0 +1,79 @@
+"""Clusters and keepers: connected components over the verified edges (union-find, or cuGraph on the GPU),
+one keeper per cluster by the priority columns then input order, and the cluster-size histogram."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from gpupipe.kernels.lsh_graph import components, on_device, to_host
+from gpupipe.stages.dedup.fuzzy.config import FuzzyDedupConfig
+
+SIZE_BINS = [(2, 2), (3, 5), (6, 10), (11, 100), (101, None)]
+
+
+def connected_components(edges: pd.DataFrame, device: str = "cpu") -> pd.DataFrame:
+    """Edges (u, v) over doc_index → (doc_index, cluster) for every doc on an edge; cluster = smallest doc_index
+    of the component, whichever algorithm found it (union-find here, cuGraph on the GPU when installed)."""
+    if edges.empty:
+        return pd.DataFrame({"doc_index": np.array([], np.int64), "cluster": np.array([], np.int64)})
+    if device == "gpu" and importlib.util.find_spec("cugraph") is not None:
+        return _components_cugraph(edges)
+    # union-find on the CPU; on a GPU without cuGraph, min-label propagation (kernels/lsh_graph.py): same labels
+    nodes, cluster = components(*on_device(device, edges["u"].to_numpy(np.int64), edges["v"].to_numpy(np.int64)))
+    return pd.DataFrame({"doc_index": to_host(nodes), "cluster": to_host(cluster)})
+
+
+def _components_cugraph(edges: pd.DataFrame) -> pd.DataFrame:
+    # cugraph.weakly_connected_components(G) → cudf frame with `vertex` and `labels` (docs.rapids.ai, cugraph API:
+    # weakly_connected_components); labels are arbitrary, so each component is renamed to its smallest vertex.
+    import cudf
+    import cugraph
+
+    g = cugraph.Graph(directed=False)
+    g.from_cudf_edgelist(cudf.DataFrame({"src": edges["u"].to_numpy(), "dst": edges["v"].to_numpy()}),
+                         source="src", destination="dst", renumber=True)
+    cc = cugraph.weakly_connected_components(g)
+    cc["cluster"] = cc.groupby("labels")["vertex"].transform("min")
+    out = cc[["vertex", "cluster"]].rename(columns={"vertex": "doc_index"}).to_pandas()
+    return out.sort_values("doc_index", ignore_index=True).astype(np.int64)
+
+
+def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
+    """members: doc_index, cluster and the priority columns → adds `keep` (one True per cluster)."""
+    cols = [p.lstrip("-") for p in priority]
+    missing = [c for c in cols if c not in members.columns]
+    if missing:
+        raise KeyError(f"fuzzy_dedup priority names columns the documents lack: {missing}")
+    order = members.sort_values(["cluster", *cols, "doc_index"],
+                                ascending=[True, *[not p.startswith("-") for p in priority], True], kind="stable")
+    keep = ~order.duplicated("cluster", keep="first")
+    return members.assign(keep=keep.reindex(members.index))
+
+
+def priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array) -> pd.DataFrame:
+    """doc_index, length and the priority columns of documents: what `choose_keepers` ranks clusters by."""
+    import pyarrow.compute as pc
+
+    out = pd.DataFrame({"doc_index": df["doc_index"].to_numpy(np.int64),
+                        "length": pc.utf8_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)})
+    for p in cfg.priority:
+        col = p.lstrip("-")
+        if col != "length":
+            if col not in df.columns:
+                raise KeyError(f"fuzzy_dedup priority column '{col}' is not in the documents "
+                               f"(columns: {', '.join(df.columns)})")
+            out[col] = df[col].to_numpy()
+    return out
+
+
+def cluster_size_histogram(members: pd.DataFrame) -> dict[str, int]:
+    sizes = members.groupby("cluster").size()
+    hist = {}
+    for lo, hi in SIZE_BINS:
+        label = f"{lo}" if lo == hi else (f"{lo}-{hi}" if hi else f">{lo - 1}")
+        hist[label] = int(((sizes >= lo) & (sizes <= (hi or np.iinfo(np.int64).max))).sum())
+    return hist
