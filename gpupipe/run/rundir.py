@@ -21,17 +21,132 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpupipe.io import storage
 from gpupipe.io.parts import atomic_write_text
 
-STATS_FILE = "stats.json"
+# Every name in a run directory, spelled here only (tests/test_import_contract.py looks for them elsewhere).
+STATS_FILE = "stats.json"          # RUN/stats.json, and each stage's completion marker
+CONFIG_FILE = "config.resolved.yaml"
+REPORT_FILE = "report.html"
+METRICS_FILE = "metrics.prom"
 LOCK_FILE = "run.lock"
 FILE_HASHES = "file_hashes.json"
+STAGES_DIR, LOGS_DIR, LOG_FILE, SHARDS_DIR, AUDIT_DIR = "stages", "logs", "run.log", "shards", "audit"
+REJECTS_DIR = "rejects"            # in a stage's folder: what it removed (Parquet parts; the read stage's JSONL)
+EXCHANGE_DIR = "_exchange"         # in a global stage's folder while it runs: files between its phases
+MANIFEST_FILE, TOKENIZER_FILE = "manifest.json", "tokenizer.json"   # in shards/ (and the tokenizer beside parts)
+LEDGER_FILE = "mixture.json"                 # the mixture stage's plan of copies per source
+DECONTAM_REPORT_FILE = "decontam_report.json"
+CLUSTERS_SAMPLE_FILE = "clusters_sample.jsonl"   # near/semantic dedup: sampled duplicate groups, for review
 # What a run's end writes at the top level: removed when a run starts over, so a partial run never looks complete.
-RESULT_FILES = ("stats.json", "report.html")
+RESULT_FILES = (STATS_FILE, REPORT_FILE)
+
+
+@dataclass(frozen=True)
+class StageDir:
+    """One stage's folder and the run-level places a station writes: what the engine hands a station's phases
+    (`StageJob.dir`, `Task.dir`), so that a station never spells a path."""
+
+    root: Path        # RUN/stages/NN-name
+    run_root: Path    # RUN
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    def part(self, name: str) -> Path:
+        """A kept part of this stage (`name`: the input part's file name, e.g. part-00003.parquet)."""
+        return self.root / name
+
+    def parts(self) -> list[Path]:
+        return sorted(self.root.glob("part-*.parquet"))
+
+    @property
+    def rejects(self) -> Path:
+        return self.root / REJECTS_DIR
+
+    def side(self, folder: str) -> Path:
+        """A side table folder a stage writes beside its parts (`Applied.side`)."""
+        return self.root / folder
+
+    @property
+    def exchange(self) -> Path:
+        return self.root / EXCHANGE_DIR
+
+    @property
+    def marker(self) -> Path:
+        return self.root / STATS_FILE
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.root / TOKENIZER_FILE
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / LEDGER_FILE
+
+    @property
+    def decontam_report(self) -> Path:
+        return self.root / DECONTAM_REPORT_FILE
+
+    @property
+    def clusters_sample(self) -> Path:
+        return self.root / CLUSTERS_SAMPLE_FILE
+
+    @property
+    def shards(self) -> Path:
+        return self.run_root / SHARDS_DIR
+
+
+class RunLayout:
+    """Where a run directory keeps what: the reading side (report, plan, audit, warm-up) and RunDir's base."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def stage(self, index: int, name: str) -> StageDir:
+        return StageDir(self.root / STAGES_DIR / f"{index:02d}-{name}", self.root)
+
+    def stage_dirs(self) -> list[StageDir]:
+        """The stage folders present, in order."""
+        folder = self.root / STAGES_DIR
+        return [StageDir(f, self.root) for f in sorted(folder.iterdir()) if f.is_dir()] if folder.is_dir() else []
+
+    @property
+    def stats(self) -> Path:
+        return self.root / STATS_FILE
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT_FILE
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS_FILE
+
+    @property
+    def shards(self) -> Path:
+        return self.root / SHARDS_DIR
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / SHARDS_DIR / MANIFEST_FILE
+
+    @property
+    def audit(self) -> Path:
+        return self.root / AUDIT_DIR
+
+    @property
+    def log(self) -> Path:
+        return self.root / LOGS_DIR / LOG_FILE
 
 
 def _marker(folder: Path) -> dict[str, Any]:
@@ -109,10 +224,12 @@ def _tree_identity(path: Path) -> list:
     return [[f.relative_to(path).as_posix(), *_identity(f.stat())] for f in sorted(path.rglob("*")) if f.is_file()]
 
 
-class RunDir:
+class RunDir(RunLayout):
+    """A run directory being written: RunLayout's places, the lock, completion markers, invalidation."""
+
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
-        for sub in ("stages", "logs"):
+        super().__init__(root)
+        for sub in (STAGES_DIR, LOGS_DIR):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self._lock_fh = None
 
