@@ -18,7 +18,8 @@ from pydantic import Field, ValidationError, field_validator
 from gpupipe.config_base import FILE_REF, ConfigError, Strict, _names_file, format_error, parse_size
 from gpupipe.io import storage
 from gpupipe.stages import STAGES, build_stage_configs
-from gpupipe.stages.read import InputConfig, is_pattern
+from gpupipe.io.inputs import is_pattern
+from gpupipe.stages.read import InputConfig
 
 
 class GpuClusterConfig(Strict):

@@ -1,4 +1,4 @@
-"""The exchange between the phases of a global stage: files under one folder, `STAGE_DIR/_exchange`.
+"""The exchange between the phases of a global stage: files under one folder (`StageDir.exchange`).
 
 Two kinds of files, each kind in a folder named for what it holds:
 
@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from gpupipe.io.parts import atomic_output
 
-FOLDER = "_exchange"
 SUFFIX = ".arrow"
 META_KEY = b"gpupipe.exchange"
 ROWS_PER_GROUP = 1 << 20    # a destination with more rows gets several record batches
@@ -56,8 +55,8 @@ def _table(rows: pa.Table | pd.DataFrame) -> pa.Table:
 class Exchange:
     """One global stage's exchange folder. Picklable (a path): tasks on any worker open the same files."""
 
-    def __init__(self, stage_dir: str | Path):
-        self.root = Path(stage_dir) / FOLDER
+    def __init__(self, root: str | Path):
+        self.root = Path(root)   # the stage's exchange folder (run/rundir.py StageDir.exchange)
 
     def __repr__(self) -> str:
         return f"Exchange({self.root})"
@@ -158,4 +157,4 @@ class Exchange:
         return sorted(p for p in self.root.rglob("*") if p.is_file() and p.suffix in (SUFFIX, ".parquet"))
 
 
-__all__ = ["Exchange", "FOLDER", "ROWS_PER_GROUP"]
+__all__ = ["Exchange", "ROWS_PER_GROUP"]

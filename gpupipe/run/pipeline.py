@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,15 +16,16 @@ from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config_base import ConfigError, file_refs
 from gpupipe.config import RunConfig, dump_config, local_file_refs
 from gpupipe.io import storage
-from gpupipe.io.parts import atomic_write_text, part_paths
-from gpupipe.report.metrics import run_metrics, write_metrics
+from gpupipe.io.inputs import Inputs, resolve_inputs
+from gpupipe.io.parts import atomic_write_text
 from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
+from gpupipe.run.phases import run_phases
 from gpupipe.run.remote import RemoteRun, default_work_dir
-from gpupipe.run.rundir import RunDir, input_fingerprint, stage_key
+from gpupipe.run.rundir import RunDir, StageDir, input_fingerprint, stage_key
+from gpupipe.run.tasks import fusable, map_chain_task
 from gpupipe.stages import STAGES, build_stage
-from gpupipe.stages.base import RunContext, StageJob, StageStats, fusable, map_chain_task, peak_rss_mb
-from gpupipe.stages.tokens.pack import SHARDS_DIR
+from gpupipe.stages.base import RunContext, Stage, StageStats, peak_rss_mb
 from gpupipe.stages.read import ReadStage
 
 log = logging.getLogger("gpupipe")
@@ -31,19 +33,27 @@ log = logging.getLogger("gpupipe")
 HTML_FORMATS = {"warc", "html_dir"}
 
 
-class ConservationError(RuntimeError):
-    pass
+class RunResultError(RuntimeError):
+    """A run that finished with a result it must not pass as a success; `result` is its stats (written)."""
+
+    def __init__(self, message: str, result: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.result = result
 
 
-class EmptyRunError(RuntimeError):
+class ConservationError(RunResultError):
+    """Documents were lost or invented between stages."""
+
+
+class EmptyRunError(RunResultError):
     """The run finished but yielded no documents (and the config does not say `allow_empty: true`)."""
 
 
-def _check_plan(read: ReadStage, cfg: RunConfig) -> None:
+def _check_plan(inputs: Inputs, cfg: RunConfig) -> None:
     """Refuse, before any work, plans that cannot work (HTML input without extraction). HTML and text inputs may
     be mixed when extract comes first: documents that already have text pass through it unchanged."""
     first = next(iter(cfg.stages[0])) if cfg.stages else None
-    html = [(f, fmt) for f, fmt in zip(read.files, read.formats) if fmt in HTML_FORMATS]
+    html = [(f, fmt) for f, fmt in zip(inputs.files, inputs.formats) if fmt in HTML_FORMATS]
     if html and first != "extract":
         raise ConfigError(f"input {html[0][0]} holds HTML ({html[0][1]}): the first stage must be 'extract'")
     if not html and "extract" in (next(iter(s)) for s in cfg.stages):
@@ -65,25 +75,26 @@ def check_conservation(stages: list[dict[str, Any]]) -> list[str]:
 
 
 def _log_to(run: RunDir) -> logging.Handler:
-    handler = logging.FileHandler(run.root / "logs" / "run.log", encoding="utf-8")
+    handler = logging.FileHandler(run.log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     return handler
 
 
-def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | None = None) -> dict[str, Any]:
+def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | None = None,
+                 views: Callable[[Path, dict, int], None] | None = None) -> dict[str, Any]:
     """Run (or resume) a config; returns the run stats, also written to RUN/stats.json.
 
     progress_factory(stage_name, total_tasks) returns a context manager with an `advance(n)` method, for
-    progress display; None shows nothing.
+    progress display; None shows nothing. views(run_root, result, seed) writes the run's views once its stats are
+    written (the CLI passes gpupipe/report's `write_views`: metrics, report), inside the run's lock and before the
+    results are committed to a bucket; None writes none.
     """
     device = resolve_device(cfg.device)
-    ctx0 = RunContext(device=device, seed=cfg.seed, results_hash=cfg.results_hash(),
-                      shuffle_buckets=cfg.executor.shuffle_buckets)
     storage.configure(cfg.storage.options)
-    read = ReadStage(cfg.input, ctx0, cfg.executor.partitioning(device))
-    _check_plan(read, cfg)
+    inputs = resolve_inputs(cfg.input.path, cfg.input.format)   # a ConfigError before any work
+    _check_plan(inputs, cfg)
 
     remote = None
     if storage.is_url(cfg.output):   # a bucket: the run works in a local copy, committed stage by stage
@@ -96,7 +107,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
             log.info("run directory %s: local copy %s", cfg.output, remote.local)
             remote.pull()
         try:
-            result = _run_locked(cfg, run, read, device, stale, progress_factory, remote)
+            result = _run_locked(cfg, run, inputs, device, stale, progress_factory, remote, views)
         except (EmptyRunError, ConservationError):
             if remote is not None:   # the run's stats.json says what went wrong: the bucket gets it too
                 remote.push_results()
@@ -130,7 +141,7 @@ def explain_empty(stages: list[dict[str, Any]], run: RunDir) -> str:
     msg = f"stage {last['name']} removed all {last['docs_in']} {what} it was given ({reasons})"
     if last["name"] == "read" and last["removed"]:
         top = max(last["removed"], key=last["removed"].get)
-        for f in sorted((run.root / "stages" / "00-read" / "rejects").glob("*.jsonl")):
+        for f in run.stage(0, "read").rejected_records():
             with open(f, encoding="utf-8") as fh:
                 detail = next((r["detail"] for r in map(json.loads, fh) if r["reason"] == top), None)
             if detail:
@@ -151,14 +162,15 @@ def _groups(stages: list, first: int | None) -> list[list[int]]:
     return groups
 
 
-def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: bool) -> list[dict[str, Any]]:
+def _run_chain(executor, chain: list[Stage], dirs: list[StageDir], parts: list[Path], keep_intermediate: bool,
+               progress: Callable[[int], None]) -> list[dict[str, Any]]:
     """A chain of map stages over every partition: one read and one write per partition (plus each stage's
     rejects), each stage's stats summed over the partitions. The chain's wall time is shared out over its stages
     in proportion to their summed task times."""
-    n = len(job.inputs)
+    n = len(parts)
     t0 = time.perf_counter()
-    results = job.executor.map(map_chain_task, [[s.spec() for s in chain]] * n, job.inputs, [folders] * n,
-                               [keep_intermediate] * n, progress=job.progress)
+    results = executor.map(map_chain_task, [[s.spec() for s in chain]] * n, parts, [dirs] * n,
+                           [keep_intermediate] * n, progress=progress)
     wall = time.perf_counter() - t0
     busy = [sum(r[k]["seconds"] for r in results) for k in range(len(chain))]
     out = []
@@ -176,93 +188,128 @@ def _run_chain(chain: list, folders: list, job: StageJob, keep_intermediate: boo
     return out
 
 
-def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale: int | None,
-                progress_factory, remote: RemoteRun | None = None) -> dict[str, Any]:
+@dataclass
+class RunPlan:
+    """What a run will do, decided before any work: its stages (built with the run's one context), their folders
+    and keys, and the first stage to redo (None: everything is complete)."""
+    ctx: RunContext
+    stages: list[Stage]
+    dirs: list[StageDir]
+    keys: list[str]
+    first_rerun: int | None
+
+
+def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str) -> RunPlan:
+    """The run's context, stages, keys, and where resume starts (a completed stage is one whose marker carries its
+    key; a chain that ran fused resumes as a whole)."""
     items = local_file_refs(cfg.stages)[0]   # FileRefs at URLs: their local copies (config.local_file_refs)
     refs = [{}] + _referenced_files(items, run)  # the read stage references no file but its inputs
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
                      results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets,
                      files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest())
-    read.ctx = ctx
+    read = ReadStage(cfg.input, ctx, inputs, cfg.executor.partitioning(device))
     stages = [read] + [build_stage(item, ctx) for item in items]
+    dirs = [run.stage(i, s.name) for i, s in enumerate(stages)]
+    fingerprint = input_fingerprint(inputs.files)
+    keys = [stage_key(fingerprint, read.partitioning,
+                      [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed, refs[:i + 1])
+            for i in range(len(stages))]
+    first = next((i for i, (d, k) in enumerate(zip(dirs, keys)) if run.completed(d.root, k) is None), None)
+    # A stage that ran fused inside a chain left no parts: the stage after it cannot start from it, so the
+    # whole chain runs again (resume is per chain).
+    while first and run.completed(dirs[first - 1].root, keys[first - 1]).get("parts_kept") is False:
+        first -= 1
+    if first is None and stages[-1].name != "pack" and run.shards.exists():
+        first = len(stages)  # nothing to redo, but shards of an earlier config that packed must go
+    return RunPlan(ctx, stages, dirs, keys, first)
+
+
+def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale: int | None,
+                progress_factory, remote: RemoteRun | None = None, views=None) -> dict[str, Any]:
+    plan = plan_run(cfg, run, inputs, device)
+    stages, dirs = plan.stages, plan.dirs
     handler = _log_to(run)
-    atomic_write_text(run.root / "config.resolved.yaml", dump_config(cfg))
-    folders = [run.stage_dir(i, s.name) for i, s in enumerate(stages)]
-    run.drop_stale({f.name for f in folders})
-    fingerprint = input_fingerprint(read.files)
+    atomic_write_text(run.config, dump_config(cfg))
+    run.drop_stale({d.name for d in dirs})
     log.info("gpupipe %s run: %s stages, device %s, executor %s", __version__, len(stages), device,
              cfg.executor.kind)
     if stale:
         log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
-    keys = [stage_key(fingerprint, read.partitioning,
-                      [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed, refs[:i + 1])
-            for i in range(len(stages))]
-    first_rerun = next((i for i, (f, k) in enumerate(zip(folders, keys)) if run.completed(f, k) is None), None)
-    # A stage that ran fused inside a chain left no parts: the stage after it cannot start from it, so the
-    # whole chain runs again (resume is per chain).
-    while first_rerun and run.completed(folders[first_rerun - 1], keys[first_rerun - 1]).get("parts_kept") is False:
-        first_rerun -= 1
-    if first_rerun is None and stages[-1].name != "pack" and (run.root / SHARDS_DIR).exists():
-        first_rerun = len(stages)  # nothing to redo, but shards of an earlier config that packed must go
-    if first_rerun is not None:
-        run.invalidate_from(folders, first_rerun)
+    if plan.first_rerun is not None:
+        run.invalidate_from([d.root for d in dirs], plan.first_rerun)
     if remote is not None:
-        remote.invalidate([f.name for f in folders], first_rerun)
+        remote.invalidate([d.name for d in dirs], plan.first_rerun)
     if device == "gpu":
         native = [s.name for s in stages if s.gpu_native]
         log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
                  if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
-
-    executor = None
-    stage_stats: list[dict[str, Any]] = []
     t_run = time.perf_counter()
     try:
-        for i in range(first_rerun if first_rerun is not None else len(stages)):
-            log.info("stage %s: already complete, resumed past it", folders[i].name)
-            stage_stats.append({**run.completed(folders[i], keys[i]), "resumed": True})
-        for group in _groups(stages, first_rerun):
+        stage_stats = _execute(cfg, run, plan, inputs, device, progress_factory, remote)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views)
+
+
+def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device: str, progress_factory,
+             remote: RemoteRun | None) -> list[dict[str, Any]]:
+    """The loop: stages resumed past, then each group (a fused chain of map stations, or one stage) run, marked
+    done and committed. Returns every stage's stats."""
+    stages, dirs, keys, first = plan.stages, plan.dirs, plan.keys, plan.first_rerun
+    stage_stats: list[dict[str, Any]] = []
+    for i in range(first if first is not None else len(stages)):
+        log.info("stage %s: already complete, resumed past it", dirs[i].name)
+        stage_stats.append({**run.completed(dirs[i].root, keys[i]), "resumed": True})
+    executor = None
+    try:
+        for group in _groups(stages, first):
             executor = executor or make_executor(cfg.executor, device)
             i = group[0]
             for j in group:
-                run.reset(folders[j])
-            inputs = part_paths(folders[i - 1]) if i else []
-            tasks = len(read.files) if i == 0 else len(inputs)
+                run.reset(dirs[j].root)
+            parts = dirs[i - 1].parts() if i else []
+            tasks = len(inputs.files) if i == 0 else len(parts)
             size = ((stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else
-                    (None, sum(map(storage.size, read.files)) if all(map(storage.isfile, read.files)) else None))
+                    (None, sum(map(storage.size, inputs.files)) if all(map(storage.isfile, inputs.files)) else None))
             name = "+".join(stages[j].name for j in group)
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             with bar as b:
-                job = StageJob(executor, folders[i - 1] if i else None, inputs, folders[i], ctx,
-                               progress=(b.advance if b is not None else lambda n: None))
+                progress = b.advance if b is not None else (lambda n: None)
                 if len(group) == 1 and not fusable(stages[i]):
                     t0 = time.perf_counter()
-                    done = [stages[i].execute(job).to_dict(stages[i].name, time.perf_counter() - t0)]
+                    total = run_phases(stages[i], executor, parts, dirs[i], dirs[i - 1] if i else None, progress)
+                    done = [total.to_dict(stages[i].name, time.perf_counter() - t0)]
                 else:
-                    done = _run_chain([stages[j] for j in group], [folders[j] for j in group], job,
-                                      cfg.keep_intermediate)
+                    done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,
+                                      cfg.keep_intermediate, progress)
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             for j, d in zip(group, done):
-                d.update(key=keys[j], partitions=len(part_paths(folders[j])), resumed=False)
+                d.update(key=keys[j], partitions=len(dirs[j].parts()), resumed=False)
                 if why := stages[j].skipped():
                     d["skipped"] = why
                 d["extra"] = dict(sorted({**d["extra"], "peak_rss_mb_driver": peak_rss_mb()}.items()))
             # Last stage first: once a chain's first stage shows its marker, all of the chain is marked (an
             # interrupt between two markers leaves the chain's first stage unmarked, so the whole chain reruns).
             for j, d in reversed(list(zip(group, done))):
-                run.mark_done(folders[j], d)
+                run.mark_done(dirs[j].root, d)
             if remote is not None:   # committed to the bucket in the same order, each stage's marker last
                 for j in reversed(group):
-                    remote.push_stage(folders[j])
+                    remote.push_stage(dirs[j].root)
             for j, d in zip(group, done):
                 stage_stats.append(d)
-                log.info("stage %s: %d in, %d out, removed %s, %.2f s", folders[j].name, d["docs_in"],
+                log.info("stage %s: %d in, %d out, removed %s, %.2f s", dirs[j].name, d["docs_in"],
                          d["docs_out"], d["removed"], d["seconds"])
     finally:
         if executor is not None:
             executor.close()
-        log.removeHandler(handler)
-        handler.close()
+    return stage_stats
 
+
+def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[str, Any]], device: str,
+            seconds: float, remote: RemoteRun | None, views=None) -> dict[str, Any]:
+    """The run's stats (RUN/stats.json), checked: conservation, an empty result, stages that did nothing."""
+    stages, dirs = plan.stages, plan.dirs
     problems = check_conservation(stage_stats)
     skipped = [f"stage {s['name']} did nothing: {s['skipped']}" for s in stage_stats if s.get("skipped")]
     for w in skipped:
@@ -280,35 +327,22 @@ def _run_locked(cfg: RunConfig, run: RunDir, read: ReadStage, device: str, stale
         # input_records + docs_added_total = output_docs + removed_total (chunk_markdown splits documents)
         "docs_added_total": sum(s.get("extra", {}).get("docs_added", 0) for s in stage_stats),
         "conservation_ok": not problems,
-        "seconds": round(time.perf_counter() - t_run, 3),
-        "curated_dir": where(next(f for f, s in zip(folders[::-1], stages[::-1])
+        "seconds": round(seconds, 3),
+        "curated_dir": where(next(d.root for d, s in zip(dirs[::-1], stages[::-1])
                                   if s.name not in ("tokenize", "mixture", "pack"))),
-        "shards_dir": where(run.root / SHARDS_DIR) if stages[-1].name == "pack" else None,
+        "shards_dir": where(run.shards) if stages[-1].name == "pack" else None,
         "stages": stage_stats,
     }
     if result["output_docs"] == 0:
         result["empty"] = explain_empty(stage_stats, run)
     if skipped:
         result["warnings"] = skipped
-    try:  # the dashboard metrics (gpupipe/report/metrics.py) are a view too: they never fail a run
-        result["metrics"] = run_metrics(result, run.root, cfg.seed)
-    except Exception as e:
-        log.exception("could not compute the run's metrics")
-        result.setdefault("warnings", []).append(f"could not compute metrics: {type(e).__name__}: {e}")
-    run.write_json("stats.json", result)
-    if "metrics" in result:
-        write_metrics(run.root, result)
-    try:
-        from gpupipe.report import write_report
-
-        write_report(run.root)
-    except Exception as e:  # the report is a view of the run: it never fails a run whose outputs are written
-        log.exception("could not write %s", run.root / "report.html")
-        result.setdefault("warnings", []).append(f"could not write {run.root / 'report.html'}: {type(e).__name__}: "
-                                                 f"{e}")
+    atomic_write_text(run.stats, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    if views is not None:
+        views(run.root, result, cfg.seed)
     if problems:
-        raise ConservationError("documents were lost or invented:\n" + "\n".join(problems))
+        raise ConservationError("documents were lost or invented:\n" + "\n".join(problems), result)
     if "empty" in result and not cfg.allow_empty:
         raise EmptyRunError(f"the run yielded no documents: {result['empty']} (set `allow_empty: true` in the "
-                            f"config if that is expected)")
+                            f"config if that is expected)", result)
     return result

@@ -1,8 +1,12 @@
-"""What every stage shares: config class, run context, per-partition stats, and the map-over-partitions driver.
+"""The stage contract: what a station declares (config, columns read and written, its partition hooks) and what
+the engine (gpupipe/run/) hands it back (run context, stats). A station never executes and never names a path.
 
-A stage maps documents (rows of a DataFrame) to documents. Map stages compute columns first (`transform`), then
-say which rows to drop and why (`reasons`); this base class drops them, counts each reason, writes the rejects
-and the stats, so a stage module holds only its own logic.
+There are two ways to write a station, and only two:
+- a map station (`MapStage`): `transform` computes columns, `reasons` says which rows go and why (or one
+  `apply_partition` returning `Applied`); the engine runs it partition by partition, fused with its neighbours;
+- a phased station (`stages/phases.py`, `PhasedStage`): it declares phases over partitions, buckets or items,
+  and driver steps, when its decisions need more than one partition (dedup, tokenizer training, packing).
+`Stage.__init_subclass__` refuses a class that overrides what the engine does (ENGINE_METHODS).
 
 Frames on either side. A stage with `gpu_native = True` uses only operations that pandas and cuDF both have, plus
 kernels on `backend.string_buffers`; with `device: gpu` and cuDF installed its partitions are decoded on the GPU as
@@ -16,22 +20,15 @@ brought to the host once to be written. Both copies are counted in the stage's `
 from __future__ import annotations
 
 import resource
-import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from gpupipe._numba_cache import compile_seconds
-from gpupipe.backend import (frame_nbytes, frame_to_host, has_cudf, is_device_frame, read_frame, string_buffers,
-                             write_frame)
+from gpupipe.backend import frame_nbytes, frame_to_host, has_cudf, is_device_frame, string_buffers
 from gpupipe.config_base import Strict
-from gpupipe.io.parts import part_paths
-from gpupipe.nvtx_ranges import annotate
 
 REJECT_TEXT_CHARS = 1000  # rejects keep a prefix of the text: enough to audit, small enough to keep them all
 
@@ -121,20 +118,13 @@ def host_series(s):
     return s.to_pandas() if is_device_frame(s) else s
 
 
-@dataclass
-class StageJob:
-    """One stage's execution: where its input parts are, where its output goes, what runs the partitions."""
-
-    executor: Any
-    in_dir: Path | None       # the previous stage's folder (None for the read stage)
-    inputs: list[Path]        # its parts, in input order
-    out_dir: Path
-    ctx: RunContext
-    progress: Callable[[int], None] = lambda n: None
+# What the engine does with a stage: a station that overrides one of these is refused at class creation.
+ENGINE_METHODS = frozenset({"execute", "run_partition", "partition_outputs", "process_outputs", "spec",
+                            "frame_device"})
 
 
 class Stage:
-    """A pipeline station. Subclasses set `name`, `Config`, and implement `execute` (or use MapStage)."""
+    """A pipeline station. Subclasses set `name` and `Config`, and are a MapStage or a PhasedStage."""
 
     name: ClassVar[str]
     Config: ClassVar[type[Strict]] = Strict
@@ -142,12 +132,24 @@ class Stage:
     # backend.string_buffers, so on the GPU it runs on cuDF frames. False: host-only (see the module docstring).
     gpu_native: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        engine = sorted(ENGINE_METHODS & set(vars(cls)))
+        if engine and cls.__module__ != __name__:   # the contract's own classes (MapStage) define them
+            raise TypeError(f"stage class {cls.__qualname__} overrides {', '.join(engine)}, which the engine "
+                            f"(gpupipe/run/) does: declare transform/reasons, apply_partition or phases instead")
+
     def __init__(self, config: Strict, ctx: RunContext):
         self.config = config
         self.ctx = ctx
 
-    def execute(self, job: StageJob) -> StageStats:
-        raise NotImplementedError(f"stage {self.name} must implement execute()")
+    def inputs(self) -> tuple[str, ...]:
+        """The document columns this stage reads: an earlier stage (or the read stage) must make them."""
+        return ("text",)
+
+    def outputs(self) -> tuple[str, ...]:
+        """The document columns this stage adds (or replaces) for later stages."""
+        return ()
 
     def skipped(self) -> str | None:
         """Why this stage, as configured, does nothing (every document passes untouched), or None. The run says
@@ -175,6 +177,10 @@ class Applied:
     reasons: Any = None
     extra: Counter = field(default_factory=Counter)
     side: dict[str, Any] = field(default_factory=dict)
+    # A stage whose output rows are not its input rows (one document split into chunks) gives its removed rows
+    # here, each with a `reason`, and no `reasons`: `df` is then what it keeps.
+    rejects: Any = None
+    bytes_in: int | None = None   # when the bytes it read are not its text column's (extract: HTML, and text)
 
 
 class MapStage(Stage):
@@ -206,9 +212,6 @@ class MapStage(Stage):
         df = self.transform(df)
         return Applied(df, self.reasons(df))
 
-    def run_partition(self, df: pd.DataFrame, info: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
-        return self.partition_outputs(df, info)[:3]
-
     def partition_outputs(self, df: pd.DataFrame, info: Any = None
                           ) -> tuple[pd.DataFrame, pd.DataFrame, StageStats, dict[str, Any]]:
         """(kept, rejects, stats, side tables) of one partition: `apply_partition`, then the drop and its
@@ -217,7 +220,13 @@ class MapStage(Stage):
         stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if len(df) else 0)
         applied = self.apply_partition(df, info)
         df, why = applied.df, applied.reasons
-        if why is None:
+        if applied.bytes_in is not None:
+            stats.bytes_in = applied.bytes_in
+        if applied.rejects is not None:
+            kept, rejects = df, applied.rejects
+            if len(rejects):
+                stats.removed.update(host_series(rejects["reason"]).value_counts().to_dict())
+        elif why is None:
             kept, rejects = df, df.iloc[:0]
         else:
             drop = why.notna()
@@ -229,101 +238,23 @@ class MapStage(Stage):
         stats.extra.update(self.extra_stats(kept))
         return kept.reset_index(drop=True), rejects, stats, applied.side
 
-    def process_partition(self, df, info: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
-        """`run_partition` on the frame kind this stage takes: a device (cuDF) frame given to a host-only stage is
-        converted to pandas once here, and the bytes moved are counted in `extra.host_transfer_bytes`."""
-        return self.process_outputs(df, info)[:3]
-
     def process_outputs(self, df, info: Any = None):
-        """`process_partition` with the side tables: (kept, rejects, stats, side)."""
+        """`partition_outputs` on the frame kind this stage takes: (kept, rejects, stats, side). A device (cuDF)
+        frame given to a host-only stage is converted to pandas once here, and the bytes moved are counted in
+        `extra.host_transfer_bytes`."""
         moved = 0
         if is_device_frame(df) and not self.gpu_native:
             moved = frame_nbytes(df)
             df = frame_to_host(df)
-        if type(self).run_partition is not MapStage.run_partition:  # a stage that wraps run_partition
-            kept, rejects, stats = self.run_partition(df) if info is None else self.run_partition(df, info)
-            side: dict[str, Any] = {}
-        else:
-            kept, rejects, stats, side = self.partition_outputs(df, info)
+        kept, rejects, stats, side = self.partition_outputs(df, info)
         if moved:
             stats.extra["host_transfer_bytes"] += moved
         return kept, rejects, stats, side
 
-    def execute(self, job: StageJob) -> StageStats:
-        results = job.executor.map(map_partition_task, [self.spec()] * len(job.inputs), job.inputs,
-                                   [job.out_dir] * len(job.inputs), progress=job.progress)
-        total = StageStats()
-        for r in results:
-            total.merge(StageStats.from_dict(r))
-        return total
 
-
-# One instance per (stage, config) per worker process, so models load once per worker, not once per partition.
-_WORKER_STAGES: dict[tuple[type, str, RunContext], Stage] = {}
-_WORKER_STAGES_LOCK = threading.RLock()   # two tasks on two threads set a stage up once
-
-
-def worker_stage(spec: tuple[type, str, RunContext]) -> Stage:
-    cls, cfg_json, ctx = spec
-    key = (cls, cfg_json, ctx)
-    with _WORKER_STAGES_LOCK:
-        if key not in _WORKER_STAGES:
-            stage = cls(cls.Config.model_validate_json(cfg_json), ctx)
-            if isinstance(stage, MapStage):
-                stage.setup()
-            _WORKER_STAGES[key] = stage
-        return _WORKER_STAGES[key]
-
-
-def map_partition_task(spec, in_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Worker side of MapStage.execute: read a part, run the stage, write the part and its rejects."""
-    return map_chain_task([spec], in_path, [out_dir], keep_parts=True)[0]
-
-
-def fusable(stage: Stage) -> bool:
-    """A per-document stage that runs partition by partition with nothing before or after (MapStage's own
-    execute): consecutive such stages can run as one task per partition (`map_chain_task`)."""
-    return isinstance(stage, MapStage) and type(stage).execute is MapStage.execute
-
-
-def map_chain_task(specs: list, in_path: Path, out_dirs: list[Path], keep_parts: bool = False,
-                   infos: list | None = None) -> list[dict]:
-    """Worker side of a fused chain of map stages: one read of the part, each stage in turn on what the previous
-    kept, each stage's rejects (and its kept part when `keep_parts`) written to its own folder; the last stage's
-    kept part always. Returns each stage's stats, with the columns its output has (the report's signal charts tell
-    a stage's own columns by them when its parts are not kept). `infos`: per stage, what is handed to its
-    `apply_partition` (a global stage's apply phase: the partition's share of the exchange); None for map stages.
-    Side tables a stage returns are written to `out_dir/FOLDER/<part name>`."""
-    name = Path(in_path).name
-    stages = [worker_stage(spec) for spec in specs]
-    results = []
-    df = None
-    for k, (stage, out_dir) in enumerate(zip(stages, out_dirs)):
-        with annotate(f"gpupipe/{stage.name}"):
-            t0, c0 = time.perf_counter(), compile_seconds()
-            if k == 0:
-                df = read_frame(in_path, stage.frame_device())
-            df, rejects, stats, side = stage.process_outputs(df, infos[k] if infos else None)
-            moved = 0
-            if keep_parts or k == len(stages) - 1:
-                moved += write_frame(df, Path(out_dir) / name)
-            if len(rejects):
-                moved += write_rejects(rejects, Path(out_dir) / "rejects" / name)
-            for folder, table in side.items():
-                moved += write_frame(table, Path(out_dir) / folder / name)
-            if moved:  # a GPU-native stage's output, brought to the host to be written
-                stats.extra["host_transfer_bytes"] += moved
-        stats.extra["peak_rss_mb_worker"] = peak_rss_mb()
-        if compiled := compile_seconds() - c0:  # numba's first call of a kernel: part of the time, not throughput
-            stats.extra["numba_compile_s"] = round(compiled, 3)
-        d = stats.to_dict(stage.name, time.perf_counter() - t0)
-        d["columns"] = list(df.columns)
-        results.append(d)
-    return results
-
-
-def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
-    """Write what a stage removed (pandas or cuDF); returns the bytes a cuDF frame moved to the host."""
+def reject_frame(rejects):
+    """What is kept of the rows a stage removed (pandas or cuDF): ids, reason, a prefix of the text, and every
+    signal and score (the report draws removed documents too)."""
     cols = [c for c in ("id", "doc_index", "url", "reason", "text", "lang", "lang_score", "quality_score",
                         "perplexity") if c in rejects.columns]
     # Signals and scores (every numeric column: q_* quality signals, classifier scores, ...): the report draws
@@ -336,9 +267,8 @@ def write_rejects(rejects: pd.DataFrame, path: Path) -> int:
     out = rejects[cols].copy()
     if "text" in out.columns:
         out["text"] = out["text"].str.slice(0, REJECT_TEXT_CHARS)
-    return write_frame(out.reset_index(drop=True), path)
+    return out.reset_index(drop=True)
 
 
-__all__ = ["RunContext", "StageStats", "StageJob", "Stage", "MapStage", "Applied", "fusable", "map_chain_task",
-           "map_partition_task", "part_paths",
-           "host_series", "peak_rss_mb", "text_bytes", "worker_stage", "write_rejects"]
+__all__ = ["ENGINE_METHODS", "RunContext", "StageStats", "Stage", "MapStage", "Applied", "host_series",
+           "peak_rss_mb", "reject_frame", "text_bytes"]

@@ -15,27 +15,25 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any, Iterator, Literal
 
 import pandas as pd
 from pydantic import Field, field_validator
 
-from gpupipe.config_base import ConfigError, Strict
+from gpupipe.config_base import Strict
 from gpupipe.io import storage
 from gpupipe.io.charset import replaced_limit
+from gpupipe.io.inputs import UNSUPPORTED, Inputs, resolve_inputs
 from gpupipe.io.parts import write_part
 from gpupipe.io.readers import iter_records
-from gpupipe.io.records import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, Item, ReaderError, Rejected, detect_format,
-                                file_format, folder_format, unsupported_detail, walk_files)
+from gpupipe.io.records import Item, ReaderError, Rejected, unsupported_detail
 from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.base import RunContext, Stage, StageJob, StageStats, text_bytes
+from gpupipe.stages.base import RunContext, StageStats, text_bytes
+from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun, Task
 
 log = logging.getLogger("gpupipe")
 
 RECORD_BITS = 40  # up to 1e12 records per file, 2^23 files
-UNSUPPORTED = "unsupported"  # the "format" of a folder's file that no reader takes: read as one rejection
-FOLDER_FORMATS = ("html_dir", "markdown_dir")
 LOGGED_NAMES = 20  # files named in the run log; the rejects name them all
 
 
@@ -55,114 +53,49 @@ class InputConfig(Strict):
         return [v] if isinstance(v, str) else v
 
 
-def expand_inputs(paths: list[str]) -> list[str]:
-    """Paths, URLs and glob patterns (`s3://bucket/crawl/*.warc.gz` too) → a sorted, de-duplicated list of input
-    files/folders."""
-    out: list[str] = []
-    for p in paths:
-        # a file that exists under this very name is that file, even when its name holds glob characters
-        matches = storage.glob(p) if is_pattern(p) and not storage.exists(p) else [p]
-        if not matches:
-            raise ConfigError(f"input pattern matched nothing: {p}")
-        out.extend(m for m in matches if m not in out)
-    return out
+class ReadStage(PhasedStage):
+    """Phases: `read` (one task per input file: its records → parts of at most `partitioning` documents and
+    bytes, rejected records → rejects), `skipped` (driver: the hidden entries counted)."""
 
-
-def is_pattern(p: str) -> bool:
-    # an http(s) URL's query string may hold '?': such URLs are never patterns
-    return any(ch in p for ch in "*?[") and storage.protocol(p) not in ("http", "https")
-
-
-def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """The (file or folder, format) inputs that one configured path stands for, and the hidden entries skipped."""
-    if storage.is_url(path):
-        return _resolve_url(path, fmt), []
-    if not os.path.exists(path):
-        raise ConfigError(f"input not found: {path}")
-    if not os.path.isdir(path):
-        return [(path, fmt if fmt != "auto" else _file_format(path))], []
-    if fmt not in ("auto",) + FOLDER_FORMATS:
-        raise ConfigError(f"input {path} is a folder, but format {fmt!r} reads a file: name the files "
-                          f"(a glob such as {os.path.join(path, '*')}) or use format auto")
-    return folder_inputs(path, fmt)
-
-
-def _resolve_url(url: str, fmt: str) -> list[tuple[str, str]]:
-    """A URL input: a file (streamed when read), or a folder (prefix) of data files, each an input of its own."""
-    try:
-        if storage.protocol(url) not in ("http", "https") and storage.isdir(url):
-            names = [n for n in storage.find(url) if not any(part.startswith(".") for part in n.split("/"))]
-            if any(n.lower().endswith(HTML_SUFFIXES + MARKDOWN_SUFFIXES) for n in names):
-                raise ConfigError(f"input {url}: folders of HTML or Markdown pages are read from a local path only; "
-                                  f"name the data files (e.g. {url.rstrip('/')}/*.warc.gz)")
-            return [(storage.join(url, n), file_format(n) or UNSUPPORTED) for n in names]
-        if not storage.exists(url):
-            raise ConfigError(f"input not found: {url}")
-    except (OSError, RuntimeError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise ConfigError(f"input {url}: {type(e).__name__}: {e}") from None
-    return [(url, fmt if fmt != "auto" else _file_format(url))]
-
-
-def _file_format(path: str) -> str:
-    try:
-        return detect_format(path)
-    except ValueError as e:  # an unknown extension is the user's to fix: a config error, not a traceback
-        raise ConfigError(f"{e}; or set input.format") from None
-
-
-def folder_inputs(root: str, fmt: str = "auto") -> tuple[list[tuple[str, str]], list[str]]:
-    """A folder's inputs: its pages as one folder input, each data file on its own, the rest UNSUPPORTED."""
-    files, hidden = walk_files(root)
-    low = [f.lower() for f in files]
-    fmt = folder_format(files) if fmt == "auto" else fmt
-    pages = HTML_SUFFIXES if fmt == "html_dir" else MARKDOWN_SUFFIXES
-    inputs = [(root, fmt)] if any(n.endswith(pages) for n in low) else []
-    inputs += [(os.path.join(root, rel), file_format(rel) or UNSUPPORTED)
-               for rel, n in zip(files, low) if not n.endswith(pages)]
-    return inputs, [os.path.join(root, h) for h in hidden]
-
-
-class ReadStage(Stage):
     name = "read"
     Config = InputConfig
 
-    def __init__(self, config: InputConfig, ctx: RunContext, partitioning: tuple[int, int]):
+    def __init__(self, config: InputConfig, ctx: RunContext, inputs: Inputs | None = None,
+                 partitioning: tuple[int, int] = (0, 0)):
         super().__init__(config, ctx)
+        # the driver's instance knows the inputs (io/inputs.resolve_inputs); a worker's needs only the config
+        self.resolved = inputs or Inputs()
         self.partitioning = partitioning  # (documents, bytes) per partition at most
-        self.files: list[str] = []
-        self.formats: list[str] = []
-        self.hidden: list[str] = []  # hidden entries of input folders, skipped (counted in extra.hidden_skipped)
-        seen: set[tuple[str, str]] = set()  # a file named both on its own and through its folder is read once
-        for path in expand_inputs(config.path):
-            inputs, hidden = resolve_input(path, config.format)
-            if not inputs:
-                raise ConfigError(f"input folder {path} holds no files to read"
-                                  + (f" ({len(hidden)} hidden entries skipped)" if hidden else ""))
-            for f, fmt in inputs:
-                where = f if storage.is_url(f) else os.path.abspath(f)
-                if (where, fmt) not in seen:
-                    seen.add((where, fmt))
-                    self.files.append(f)
-                    self.formats.append(fmt)
-            self.hidden += hidden
 
-    def execute(self, job: StageJob) -> StageStats:
-        n = len(self.files)
-        self._log_skipped()
-        results = job.executor.map(read_file_task, list(range(n)), self.files, self.formats,
-                                   [self.config.text_field] * n, [self.config.source] * n,
-                                   [self.partitioning] * n, [job.out_dir] * n,
-                                   [self.config.max_replaced_share] * n, progress=job.progress)
-        total = StageStats()
-        for r in results:
-            total.merge(StageStats.from_dict(r))
-        if self.hidden:
-            total.extra["hidden_skipped"] = len(self.hidden)
-        return total
+    @classmethod
+    def of(cls, config: InputConfig, ctx: RunContext, partitioning: tuple[int, int]) -> "ReadStage":
+        """The read stage of a run's `input:`, its paths resolved (a ConfigError before any work)."""
+        return cls(config, ctx, resolve_inputs(config.path, config.format), partitioning)
 
-    def _log_skipped(self) -> None:
+    @property
+    def files(self) -> list[str]:
+        return self.resolved.files
+
+    @property
+    def formats(self) -> list[str]:
+        return self.resolved.formats
+
+    @property
+    def hidden(self) -> list[str]:
+        return self.resolved.hidden
+
+    def inputs(self) -> tuple[str, ...]:
+        return ()
+
+    def outputs(self) -> tuple[str, ...]:
+        return ("id", "doc_index", "url", "text", "html", "source")
+
+    def phases(self) -> list[Phase]:
+        return [Phase("read", read_phase, over=lambda run: list(zip(run.stage.files, run.stage.formats)),
+                      arg=lambda run: run.stage.partitioning, counts=True),
+                Phase("skipped", skipped_phase, over=DRIVER)]
+
+    def log_skipped(self) -> None:
         unsupported = [f for f, fmt in zip(self.files, self.formats) if fmt == UNSUPPORTED]
         if unsupported:
             log.warning("read: %d file(s) of the input folders are not a readable input, each counted as "
@@ -170,6 +103,19 @@ class ReadStage(Stage):
         if self.hidden:
             log.info("read: %d hidden entries of the input folders skipped: %s", len(self.hidden),
                      _names(self.hidden))
+
+
+def read_phase(stage: ReadStage, task: Task) -> dict[str, Any]:
+    path, fmt = task.item
+    cfg = stage.config
+    return read_file_task(task.index, path, fmt, cfg.text_field, cfg.source, task.arg, task.dir,
+                          cfg.max_replaced_share)
+
+
+def skipped_phase(stage: ReadStage, run: PhaseRun) -> None:
+    stage.log_skipped()
+    if stage.hidden:
+        run.extra["hidden_skipped"] = len(stage.hidden)
 
 
 def _names(paths: list[str]) -> str:
@@ -213,8 +159,7 @@ def _file_bytes(path: str) -> int:
 
 
 def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
-                   partitioning: tuple[int, int], out_dir: Path,
-                   max_replaced_share: float = 0.01) -> dict[str, Any]:
+                   partitioning: tuple[int, int], folder, max_replaced_share: float = 0.01) -> dict[str, Any]:
     """Read one input file, streaming, into parts `part-FFFF-PPPPPP.parquet` of at most (documents, bytes) =
     `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
     to rejects.jsonl. HTML documents' `charset_source` and `charset`, and `mojibake_suspect` ones, are counted in
@@ -225,8 +170,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
     stats.bytes_in = _file_bytes(path)
     rows: list[dict[str, Any]] = []
     part_no, held = 0, 0  # held: body bytes in `rows`
-    out_dir = Path(out_dir)
-    rejects_path = out_dir / "rejects" / f"file-{file_no:04d}.jsonl"
+    rejects_path = folder.rejects / f"file-{file_no:04d}.jsonl"   # folder: the stage's StageDir
     rejects_path.parent.mkdir(parents=True, exist_ok=True)
 
     def flush() -> None:
@@ -234,7 +178,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
         df = pd.DataFrame(rows)
         body = "html" if "html" in df.columns else "text"
         stats.bytes_out += text_bytes(df[body])
-        write_part(df, out_dir / f"part-{file_no:04d}-{part_no:06d}.parquet")
+        write_part(df, folder.part(f"part-{file_no:04d}-{part_no:06d}.parquet"))
         rows, part_no, held = [], part_no + 1, 0
 
     with annotate("gpupipe/read"), replaced_limit(max_replaced_share), \

@@ -10,26 +10,39 @@ partitions again for a few hundred texts.
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from gpupipe.stages.base import Applied
-from gpupipe.run.exchange import FOLDER
 from gpupipe.stages.dedup.global_stage import GlobalStage, removals_of
 from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhaseRun, Task
 
-SAMPLE_TEXTS = f"{FOLDER}/sample-texts"  # the apply phase's side tables: inside the exchange, removed with it
+SAMPLE_TEXTS = "sample-texts"  # the apply phase's side tables, removed once the sample is written
 TEXT_CHARS = 2000                        # characters of each text in the file
 
 
+@dataclass(slots=True)
+class ClusterState:
+    """What `pick` chose for the sample: whether there are clusters at all, the sampled clusters' members and their
+    documents."""
+    clustered: bool = False
+    sample: Any = None
+    wanted: Any = None
+
+
 class ClusterDedup(GlobalStage):
-    """A global stage whose driver ends with clusters (`pick` sets `run.state`): its last phases apply the removals
-    and write the sample."""
+    """A global stage whose driver ends with clusters (`pick` fills `run.state`, a ClusterState): its last phases
+    apply the removals and write the sample."""
+
+    State = ClusterState
 
     def tail_phases(self) -> list[Phase]:
-        return [Phase("apply", apply_info, over=APPLY, arg=lambda run: run.state["wanted"]),
+        return [Phase("apply", apply_info, over=APPLY, arg=lambda run: run.state.wanted),
                 Phase("sample", write_sample, over=DRIVER)]
 
     def apply_partition(self, df: pd.DataFrame, info: dict | None = None) -> Applied:
@@ -43,13 +56,13 @@ class ClusterDedup(GlobalStage):
 
 def pick(run: PhaseRun, members: pd.DataFrame, clusters: int, seed: int) -> None:
     """The members (`cluster`, `doc_index`, `keep`, ...) of a seeded sample of `clusters` clusters, into run.state."""
-    run.state["clustered"] = len(members) > 0
+    run.state.clustered = len(members) > 0
     if len(members):
         ids = np.sort(members["cluster"].unique())
         chosen = np.sort(np.random.default_rng(seed).choice(ids, size=min(clusters, len(ids)), replace=False))
         members = members[members["cluster"].isin(chosen)]
-    run.state["sample"] = members
-    run.state["wanted"] = members["doc_index"].to_numpy()
+    run.state.sample = members
+    run.state.wanted = members["doc_index"].to_numpy()
 
 
 def apply_info(stage: ClusterDedup, task: Task) -> dict:
@@ -58,12 +71,13 @@ def apply_info(stage: ClusterDedup, task: Task) -> dict:
 
 
 def write_sample(stage: ClusterDedup, run: PhaseRun) -> None:
-    if not run.state["clustered"]:
+    if not run.state.clustered:
         return
-    wanted = run.state["sample"]
-    texts = [pq.read_table(p).to_pandas() for p in sorted((run.job.out_dir / SAMPLE_TEXTS).glob("*.parquet"))]
+    wanted = run.state.sample
+    texts = [pq.read_table(p).to_pandas() for p in sorted(run.dir.side(SAMPLE_TEXTS).glob("*.parquet"))]
+    shutil.rmtree(run.dir.side(SAMPLE_TEXTS), ignore_errors=True)
     wanted = wanted.merge(pd.concat(texts, ignore_index=True), on="doc_index") if texts else wanted.iloc[:0]
-    with open(run.job.out_dir / "clusters_sample.jsonl", "w", encoding="utf-8") as f:
+    with open(run.dir.clusters_sample, "w", encoding="utf-8") as f:
         for c, grp in wanted.groupby("cluster"):
             kept = grp[grp["keep"]].iloc[0]
             f.write(json.dumps({"cluster": int(c), "kept": {"id": kept["id"], "text": kept["text"][:TEXT_CHARS]},
@@ -72,4 +86,4 @@ def write_sample(stage: ClusterDedup, run: PhaseRun) -> None:
                                ensure_ascii=False) + "\n")
 
 
-__all__ = ["ClusterDedup", "SAMPLE_TEXTS", "apply_info", "pick", "write_sample"]
+__all__ = ["ClusterDedup", "ClusterState", "SAMPLE_TEXTS", "apply_info", "pick", "write_sample"]

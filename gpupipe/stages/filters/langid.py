@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -189,7 +190,7 @@ class LangId(MapStage):
 
     def __new__(cls, config: LangIdConfig, ctx: RunContext):
         # `min_score: fineweb2` needs a first pass over the whole run: the same stage, run as phases (it is then
-        # not fused with its neighbours: base.fusable looks at the class's execute).
+        # not fused with its neighbours: the engine fuses map stations only).
         if cls is LangId and config.min_score == FINEWEB2:
             cls = LangIdTwoPass
         return super().__new__(cls)
@@ -384,19 +385,26 @@ def fineweb2_threshold(scores: np.ndarray, counts: np.ndarray) -> float:
     return round(max(0.3, min(0.9, median - std)), 4)
 
 
+@dataclass(slots=True)
+class TwoPassState:
+    thresholds: dict = field(default_factory=dict)   # language → min_score, from `decide`
+
+
 class LangIdTwoPass(PhasedStage, LangId):
     """`langid` with `min_score: fineweb2`. Phases: `score` (per partition: the langid columns, kept in the
     exchange, and each language's score histogram returned), `decide` (driver: the thresholds, into run.state and
     the stage's stats as extra `min_score_<lang>`), `apply` (per partition: the first pass's columns and the
     thresholds, through the shared partition runner: rejects, reasons and stats as for any map stage)."""
 
+    State = TwoPassState
+
     def phases(self) -> list[Phase]:
         return [Phase("score", score_phase), Phase("decide", decide_phase, over=DRIVER),
-                Phase("apply", columns_of, over=APPLY, arg=lambda run: run.state["thresholds"])]
+                Phase("apply", columns_of, over=APPLY, arg=lambda run: run.state.thresholds)]
 
     def apply_partition(self, df: pd.DataFrame, info: Any = None) -> Applied:
         if info is None:
-            raise RuntimeError("langid: min_score fineweb2 runs as phases (execute), not partition by partition")
+            raise RuntimeError("langid: min_score fineweb2 runs as phases, not partition by partition")
         cols, per_language = info
         if len(df) != len(cols) or not np.array_equal(df["doc_index"].to_numpy(), cols["doc_index"].to_numpy()):
             raise RuntimeError("langid: a partition changed between the two passes of min_score: fineweb2")
@@ -427,7 +435,7 @@ def decide_phase(stage: LangIdTwoPass, run: PhaseRun) -> None:
     for lang, hist in sorted(merged.items()):
         thresholds[lang] = fineweb2_threshold(np.array(list(hist), np.float64), np.array(list(hist.values())))
         run.extra[f"min_score_{lang}"] = thresholds[lang]
-    run.state["thresholds"] = thresholds
+    run.state.thresholds = thresholds
 
 
 def columns_of(stage: LangIdTwoPass, task: Task) -> tuple[pd.DataFrame, dict[str, float]]:

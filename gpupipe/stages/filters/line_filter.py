@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from gpupipe.config_base import Strict
+from gpupipe.kernels.script_class import HAN_KANA, class_body
 from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.filters.url_filter import check_re2
 
@@ -44,7 +45,7 @@ SEED_PATTERNS = {
 }
 BUILTIN_RULES = ("short_lines", "all_uppercase")
 
-_CJK_CHAR = r"\p{Han}\p{Hiragana}\p{Katakana}"
+_CJK_CHAR = class_body(HAN_KANA)   # Han and kana, one word each; Korean is spaced (kernels/script_class.py)
 # CJK symbols and punctuation (。「」、…), fullwidth ASCII punctuation (，！？：；（）), halfwidth forms (｡｢｣､)
 _CJK_PUNCT = r"\x{3000}-\x{303F}\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF20}\x{FF3B}-\x{FF40}\x{FF5B}-\x{FF65}"
 _HSPACE = r"\t\x{0B}\f\r\p{Z}\x{1C}-\x{1F}\x{85}"   # Python's str.isspace() characters but "\n"

@@ -45,7 +45,7 @@ from pydantic import Field, model_validator
 from gpupipe.config_base import FileRef, Fraction, Strict, ordered
 from gpupipe.io import storage
 from gpupipe.io.parts import atomic_output, atomic_write_text
-from gpupipe.stages.base import MapStage, StageStats
+from gpupipe.stages.base import Applied, MapStage
 
 LABEL_PREFIX = "__label__"
 HQ_LABEL, LQ_LABEL = "hq", "lq"
@@ -174,12 +174,10 @@ class QualityClassifier(MapStage):
         why = np.where(df["quality_score"].to_numpy() < self.config.min_score, "low_quality_score", None)
         return pd.Series(why, index=df.index, dtype=object)
 
-    def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
         # The histogram covers every document (kept and removed), so it shows where the threshold cuts.
-        kept, rejects, stats = super().run_partition(df)
-        scores = np.concatenate([kept["quality_score"].to_numpy(), rejects["quality_score"].to_numpy()])
-        stats.extra.update(score_histogram(scores))
-        return kept, rejects, stats
+        df = self.transform(df)
+        return Applied(df, self.reasons(df), score_histogram(df["quality_score"].to_numpy()))
 
 
 # ----------------------------------------------------------------------------- training (gpupipe train-quality)
@@ -490,11 +488,9 @@ class PerplexityFilter(MapStage):
                             ["perplexity_too_high", "perplexity_too_low"], default=None)
         return pd.Series(why, index=df.index, dtype=object)
 
-    def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
-        kept, rejects, stats = super().run_partition(df)
-        pp = np.concatenate([kept["perplexity"].to_numpy(), rejects["perplexity"].to_numpy()])
-        stats.extra.update(perplexity_histogram(pp))
-        return kept, rejects, stats
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        df = self.transform(df)
+        return Applied(df, self.reasons(df), perplexity_histogram(df["perplexity"].to_numpy()))
 
 
 def perplexity_histogram(pp: np.ndarray) -> Counter:

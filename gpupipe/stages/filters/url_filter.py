@@ -27,7 +27,7 @@ from pydantic import Field, field_validator
 
 from gpupipe.config_base import Strict
 from gpupipe.stages.base import Applied, MapStage
-from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage
+from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage, all_but_first
 
 # Seed 002 §2.1, as given. They are crude (r"register" also hits ".../wiki/Cash_register"); tune per run.
 SEED_BLACKLIST = [
@@ -330,11 +330,7 @@ class UrlDedup(GlobalStage):
                              BUCKET_COLUMN: h[:, 0]})
 
     def resolve(self, keys: pd.DataFrame) -> tuple[pd.DataFrame, Counter]:
-        keys = keys.sort_values(["h0", "h1", "doc_index"], kind="stable")
-        dup = keys.duplicated(["h0", "h1"], keep="first")
-        groups = keys.loc[dup, ["h0", "h1"]].drop_duplicates()
-        removals = keys.loc[dup, ["doc_index", "part"]].assign(reason="duplicate_url")
-        return removals, Counter({"duplicate_url_groups": len(groups)})
+        return all_but_first(keys, "duplicate_url", "duplicate_url_groups")
 
     def extra_stats(self, df_out: pd.DataFrame) -> Counter:
         # Documents without a URL are never removed here, so counting them among the kept counts them all.

@@ -46,7 +46,8 @@ from gpupipe.config_base import ConfigError, Fraction, Strict, format_error
 from gpupipe.io.parts import atomic_write_text
 from gpupipe.io.markdown_dir import iter_markdown_dir
 from gpupipe.io.records import Rejected, ReaderError
-from gpupipe.stages.base import MapStage, StageStats, text_bytes
+from gpupipe.kernels.script_class import SEED_HAN, class_body
+from gpupipe.stages.base import Applied, MapStage, StageStats
 from gpupipe.stages.text.llm_judge import JudgeConfig, JudgeError, LLMJudge, Verdict
 
 log = logging.getLogger("gpupipe")
@@ -376,7 +377,7 @@ _EFFECTIVE_IGNORED = re.compile(r"[\s#*\-|\[\]()]")          # the seed's "effec
 _CITATION = re.compile(r"\[\d+(?:[,\-–]\s*\d+)*\]|\barxiv\b|\bdoi\b\s*[:.]|doi\.org|\bet al\.", re.I)
 _URL = re.compile(r"https?://|\bwww\.", re.I)
 PROSE_LINE_CHARS = 150
-_SYMBOL = re.compile(r"[^\w\s\u4e00-\u9fa5]")              # the seed's special characters
+_SYMBOL = re.compile(rf"[^\w\s{class_body(SEED_HAN, 'python')}]")   # the seed's special characters
 
 # Markup: what a reader of the rendered page does not read as text. Badges (`[![CI](img)](link)`, `<img ...>`),
 # images, HTML tags and comments, link targets and definitions, bare URLs. A link's own text stays text, and so
@@ -555,22 +556,18 @@ class ChunkMarkdown(MapStage):
         self._rules = rules_of(self.config)
         self._judge = LLMJudge(self.config.judge) if self.config.judge.enabled else None
 
-    def run_partition(self, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
-        if not hasattr(self, "_rules"):
-            self.setup()
-        stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df["text"]) if len(df) else 0)
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        """The chunks kept, and as rejects the chunks dropped and the documents that gave none."""
+        stats = StageStats()   # the counters the helpers below add to
         stats.extra["source_docs"] = len(df)
         rows, rejects = self._chunk_rows(df, stats)
         if self._judge is not None:
             self._apply_judge(rows, stats)
         kept = [r for r in rows if r["reason"] is None]
         rejects += [r for r in rows if r["reason"] is not None]
-        stats.removed.update(r["reason"] for r in rejects)
-        stats.docs_out = len(kept)
-        stats.extra["docs_added"] = stats.extra["chunks_created"] - (len(df) - stats.removed["empty_document"])
-        out = _frame(kept, df).drop(columns=["reason"])
-        stats.bytes_out = text_bytes(out["text"]) if len(out) else 0
-        return out, _frame(rejects, df), stats
+        empty = sum(r["reason"] == "empty_document" for r in rejects)
+        stats.extra["docs_added"] = stats.extra["chunks_created"] - (len(df) - empty)
+        return Applied(_frame(kept, df).drop(columns=["reason"]), extra=stats.extra, rejects=_frame(rejects, df))
 
     def _chunk_rows(self, df: pd.DataFrame, stats: StageStats) -> tuple[list[dict], list[dict]]:
         rows, rejects = [], []

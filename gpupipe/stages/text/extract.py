@@ -31,7 +31,7 @@ import pandas as pd
 
 from gpupipe.config_base import Strict
 from gpupipe.extract.timeout import PageTimeout, time_limit
-from gpupipe.stages.base import MapStage, text_bytes
+from gpupipe.stages.base import Applied, MapStage, text_bytes
 
 log = logging.getLogger("gpupipe")
 
@@ -110,24 +110,26 @@ class _Auto:
     AUTO_FALLBACK_CHARS characters of a page that has more text than that, or under AUTO_PROSE_SHARE of the page's
     prose. A page whose text (less scripts, menus, footers, hidden parts) is that short anyway, such as an error
     page, a redirect or a script-only shell, common in a crawl, is left to fast: trafilatura cannot find more there,
-    and would cost its full time per page. The fallback count is per instance (one per stage setup), read by
-    run_partition."""
+    and would cost its full time per page. Text that came from trafilatura is returned as `Fallback` (a str), so
+    the stage counts fallbacks without state on the extractor."""
 
     def __init__(self, cfg: ExtractConfig) -> None:
         from gpupipe.extract.fast import extract_text
 
         self._fast, self._slow = extract_text, trafilatura_extractor(cfg)
         self._tables, self._comments = cfg.include_tables, cfg.include_comments
-        self.fallbacks = 0
 
     def __call__(self, html: str, url: str | None) -> str | None:
         result = self._fast(html, tables=self._tables, comments=self._comments)
         if result.page_chars < AUTO_FALLBACK_CHARS or (result.content_chars >= AUTO_FALLBACK_CHARS
                                                        and result.prose_kept >= AUTO_PROSE_SHARE * result.prose):
             return result.text
-        self.fallbacks += 1
         # trafilatura reads the page as fast cleaned it: same F1 on the tune half, a third less time (design.md)
-        return self._slow(result.cleaned_html() or html, url) or result.text
+        return Fallback(self._slow(result.cleaned_html() or html, url) or result.text or "")
+
+
+class Fallback(str):
+    """Text `_Auto` got from trafilatura after fast (counted as extract_fallback)."""
 
 
 EXTRACTORS = {"trafilatura": trafilatura_extractor, "resiliparse": resiliparse_extractor, "fast": fast_extractor,
@@ -156,64 +158,58 @@ class Extract(MapStage):
     def setup(self) -> None:
         self._extract = EXTRACTORS[self.config.extractor](self.config)
 
-    def _one(self, html: str | None, url: str | None) -> tuple[str | None, str | None, Exception | None]:
+    def _one(self, html: str | None, url: str | None) -> tuple[str | None, str | None, Exception | None, float | None]:
+        """(text, why it goes, the exception of an extract_error, seconds the extractor took: None where it did not
+        run)."""
         if not html:
-            return None, "empty_html", None
+            return None, "empty_html", None, None
         if too_large(html, self.config.max_html_bytes):
-            return None, "html_too_large", None
+            return None, "html_too_large", None, None
         t0 = time.perf_counter()
         try:
             with time_limit(self.config.extract_timeout):
                 text = self._extract(html, url)
         except PageTimeout:   # stopped: the page is dropped, the partition goes on
-            return None, "extract_timeout", None
+            return None, "extract_timeout", None, time.perf_counter() - t0
         except Exception as e:  # a page the extractor chokes on is a counted reason, not a failed run
-            return None, "extract_error", e
-        finally:
-            self._times.append(time.perf_counter() - t0)
-        return (text, None, None) if text and text.strip() else (None, "no_main_text", None)
+            return None, "extract_error", e, time.perf_counter() - t0
+        # the extractor's text as it came (a Fallback is counted), even where it goes
+        return text, (None if text and text.strip() else "no_main_text"), None, time.perf_counter() - t0
 
-    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
-        """text and _why per row, plus `_error`: the exception class of an extract_error."""
+    def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
+        """text per row (extracted from `html`; a document that has text and no HTML passes through), why a row
+        goes, and the stage's counters: extract_ms, the slowest page, fallbacks, errors per exception class."""
+        if "html" not in df.columns:
+            df = df.assign(html=None)
         htmls, texts, ids = _cells(df, "html"), _cells(df, "text"), _cells(df, "id")
-        self._times, timed_ids, results = [], [], []
+        results, timing = [], []   # timing: (seconds, id) of each page the extractor ran on
         for html, url, text, doc_id in zip(htmls, _cells(df, "url"), texts, ids):
             if keeps_text(text, html):
                 results.append((text, None, None))
                 continue
-            n = len(self._times)
-            results.append(self._one(html, url))
-            if len(self._times) > n:
-                timed_ids.append(doc_id)
-        self._timing = list(zip(self._times, timed_ids))
+            out, why, err, seconds = self._one(html, url)
+            results.append((out, why, err))
+            if seconds is not None:
+                timing.append((seconds, doc_id))
         _log_errors(ids, [err for _, _, err in results])
-        df = df.assign(text=[t or "" for t, _, _ in results], _why=[w for _, w, _ in results],
-                       _error=[type(e).__name__ if e is not None else None for _, _, e in results])
-        return df if self.config.keep_html or "html" not in df.columns else df.drop(columns=["html"])
-
-    def reasons(self, df: pd.DataFrame) -> pd.Series:
-        return df["_why"]
-
-    def run_partition(self, df):
-        texts = _cells(df, "text")
-        # the html column is read (Arrow -> Python strings, costly for large pages) only where some text is present
-        passed = [keeps_text(t, h) for t, h in zip(texts, _cells(df, "html"))] if any(texts) else [False] * len(df)
-        fallbacks0 = getattr(self._extract, "fallbacks", 0)
-        self._timing = []
-        kept, rejects, stats = super().run_partition(df if "html" in df.columns else df.assign(html=None))
-        if self._timing:
-            stats.extra["extract_ms"] += round(sum(t for t, _ in self._timing) * 1000)
-            slowest = sorted(self._timing, key=lambda x: x[0], reverse=True)[:LOGGED_SLOWEST]
-            stats.extra["peak_extract_page_ms"] = round(slowest[0][0] * 1000)
-            log.info("extract: %d pages, %.1f pages/s; slowest: %s", len(self._timing),
-                     len(self._timing) / max(sum(t for t, _ in self._timing), 1e-9),
-                     ", ".join(f"{i} {t * 1000:.0f} ms" for t, i in slowest))
-        if hasattr(self._extract, "fallbacks"):
-            stats.extra["extract_fallback"] += self._extract.fallbacks - fallbacks0
-        if any(passed):  # bytes_in counts the HTML; documents that pass through bring their text
-            stats.bytes_in += text_bytes(df.loc[passed, "text"])
-        stats.extra.update(Counter(f"extract_error_{cls}" for cls in rejects["_error"].dropna()))
-        return kept.drop(columns=["_why", "_error"]), rejects.drop(columns=["_why", "_error"]), stats
+        extra = Counter(f"extract_error_{type(err).__name__}" for _, _, err in results if err is not None)
+        if timing:
+            extra["extract_ms"] += round(sum(s for s, _ in timing) * 1000)
+            slowest = sorted(timing, key=lambda x: x[0], reverse=True)[:LOGGED_SLOWEST]
+            extra["peak_extract_page_ms"] = round(slowest[0][0] * 1000)
+            log.info("extract: %d pages, %.1f pages/s; slowest: %s", len(timing),
+                     len(timing) / max(sum(s for s, _ in timing), 1e-9),
+                     ", ".join(f"{i} {s * 1000:.0f} ms" for s, i in slowest))
+        if isinstance(self._extract, _Auto):
+            extra["extract_fallback"] += sum(isinstance(t, Fallback) for t, _, _ in results)
+        # bytes_in counts the HTML; documents that pass through bring their text
+        passed = [keeps_text(t, h) for t, h in zip(texts, htmls)]
+        bytes_in = text_bytes(df["html"]) + (text_bytes(df.loc[passed, "text"]) if any(passed) else 0)
+        df = df.assign(text=[str(t) if t and w is None else "" for t, w, _ in results])
+        why = pd.Series([w for _, w, _ in results], index=df.index, dtype=object)
+        if not self.config.keep_html:
+            df = df.drop(columns=["html"])
+        return Applied(df, why, extra, bytes_in=bytes_in)
 
 
 def keeps_text(text: str | None, html: str | None) -> bool:

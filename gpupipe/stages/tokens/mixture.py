@@ -36,6 +36,7 @@ import json
 import shutil
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,12 +47,11 @@ import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from gpupipe.config_base import Strict
-from gpupipe.io.parts import atomic_write_text, write_table
-from gpupipe.stages.base import Stage, StageJob, StageStats, write_rejects
-from gpupipe.stages.tokens.tokenize import TOKENIZER_FILE
+from gpupipe.io.parts import atomic_write_text, write_part, write_table
+from gpupipe.stages.base import StageStats, reject_frame
+from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun, Task
 
 COPIES_COLUMN = "copies"
-LEDGER_FILE = "mixture.json"
 
 
 class SourceMix(Strict):
@@ -176,27 +176,40 @@ def _read_counts(parts: list[Path]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     return np.concatenate(tokens), np.concatenate(sources), sizes
 
 
-class Mixture(Stage):
+@dataclass(slots=True)
+class MixtureState:
+    copies: list = field(default_factory=list)   # per input part: copies of each of its documents
+
+
+class Mixture(PhasedStage):
+    """Phases: `plan` (driver: tokens and source of every document, the copies of each, the ledger), `apply` (per
+    partition: the documents with their copies, the rest rejected; in Arrow, as the token lists are)."""
+
     name = "mixture"
     Config = MixtureConfig
+    State = MixtureState
 
-    def execute(self, job: StageJob) -> StageStats:
-        job.out_dir.mkdir(parents=True, exist_ok=True)
-        tokens, sources, sizes = _read_counts(job.inputs)
-        copies, ledger = plan_copies(tokens, sources, self.config, job.ctx.seed)
-        if job.in_dir is not None and (job.in_dir / TOKENIZER_FILE).is_file():
-            shutil.copyfile(job.in_dir / TOKENIZER_FILE, job.out_dir / TOKENIZER_FILE)  # pack looks for it here
-        atomic_write_text(job.out_dir / LEDGER_FILE, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+    def inputs(self) -> tuple[str, ...]:
+        return ("tokens", "n_tokens", "source")
 
-        per_part = np.split(copies, np.cumsum(sizes)[:-1]) if sizes else []
-        n = len(job.inputs)
-        results = job.executor.map(apply_copies_task, job.inputs, [job.out_dir] * n, per_part,
-                                   [sorted(self.config.sources)] * n, progress=job.progress)
-        total = StageStats()
-        for r in results:
-            total.merge(StageStats.from_dict(r))
-        total.extra.update(_ledger_counters(ledger))
-        return total
+    def outputs(self) -> tuple[str, ...]:
+        return (COPIES_COLUMN,)
+
+    def phases(self) -> list[Phase]:
+        return [Phase("plan", plan_phase, over=DRIVER),
+                Phase("apply", apply_copies, over=lambda run: list(zip(run.inputs, run.state.copies)),
+                      arg=lambda run: sorted(run.stage.config.sources), counts=True)]
+
+
+def plan_phase(stage: Mixture, run: PhaseRun) -> None:
+    run.dir.root.mkdir(parents=True, exist_ok=True)
+    tokens, sources, sizes = _read_counts(run.inputs)
+    copies, ledger = plan_copies(tokens, sources, stage.config, stage.ctx.seed)
+    if run.prev is not None and run.prev.tokenizer.is_file():
+        shutil.copyfile(run.prev.tokenizer, run.dir.tokenizer)  # pack looks for it here
+    atomic_write_text(run.dir.ledger, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+    run.state.copies = np.split(copies, np.cumsum(sizes)[:-1]) if sizes else []
+    run.extra.update(_ledger_counters(ledger))
 
 
 def _text_bytes(table: pa.Table) -> int:
@@ -205,16 +218,17 @@ def _text_bytes(table: pa.Table) -> int:
     return int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0)
 
 
-def apply_copies_task(in_path: Path, out_dir: Path, copies: np.ndarray, listed: list[str]) -> dict[str, Any]:
+def apply_copies(stage: Mixture, task: Task) -> dict[str, Any]:
     """One partition: keep the documents with copies >= 1 (adding the `copies` column), reject the rest.
 
     In Arrow throughout: the `tokens` list column does not survive a round trip through pandas."""
     t0 = time.perf_counter()
+    (in_path, copies), listed = task.item, task.arg
     table = pq.read_table(in_path)
     copies = np.asarray(copies, dtype=np.int32)
     keep = copies > 0
     kept = table.filter(pa.array(keep)).append_column(COPIES_COLUMN, pa.array(copies[keep], pa.int32()))
-    write_table(kept, Path(out_dir) / Path(in_path).name)
+    write_table(kept, task.dir.part(Path(in_path).name))
 
     dropped = table.filter(pa.array(~keep))
     stats = StageStats(docs_in=table.num_rows, docs_out=kept.num_rows, bytes_in=_text_bytes(table),
@@ -225,7 +239,7 @@ def apply_copies_task(in_path: Path, out_dir: Path, copies: np.ndarray, listed: 
         listed_mask = rejects["source"].isin(listed).to_numpy()
         rejects["reason"] = np.where(listed_mask, "mixture_downsampled", "mixture_unlisted_source")
         stats.removed.update(rejects["reason"].value_counts().to_dict())
-        write_rejects(rejects, Path(out_dir) / "rejects" / Path(in_path).name)
+        write_part(reject_frame(rejects), task.dir.rejects / Path(in_path).name)
     return stats.to_dict(Mixture.name, time.perf_counter() - t0)
 
 
@@ -240,11 +254,10 @@ def _ledger_counters(ledger: dict) -> Counter:
     return c
 
 
-def read_ledger(stage_dir: Path) -> dict | None:
-    """The ledger a mixture stage left in its folder, or None (no mixture before pack)."""
-    path = Path(stage_dir) / LEDGER_FILE
+def read_ledger(path: Path) -> dict | None:
+    """The ledger a mixture stage left (StageDir.ledger), or None (no mixture before pack)."""
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-__all__ = ["COPIES_COLUMN", "LEDGER_FILE", "Mixture", "MixtureConfig", "MixtureError", "SourceMix", "apply_copies_task",
+__all__ = ["COPIES_COLUMN", "Mixture", "MixtureConfig", "MixtureError", "SourceMix", "apply_copies",
            "plan_copies", "read_ledger", "source_rng"]

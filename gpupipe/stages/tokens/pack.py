@@ -26,17 +26,15 @@ from pydantic import Field, model_validator
 
 from gpupipe.config_base import KeyProblem, Strict
 from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.base import Stage, StageJob, StageStats
+from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun
 from gpupipe.stages.tokens.mixture import COPIES_COLUMN, read_ledger
-from gpupipe.stages.tokens.tokenize import TOKENIZER_FILE
 from gpupipe.tokens.bestfit import DEFAULT_WINDOW_DOCS, PAD_TOKEN, BestFitPacker
 from gpupipe.tokens.manifest import write_manifest
 from gpupipe.tokens.megatron import MegatronWriter
 from gpupipe.tokens.packing import PARQUET_COMPRESSION, PARQUET_ROW_GROUP_SIZE, StreamPacker, write_parquet_shards
-from gpupipe.tokens.tokenizer import EOS_TOKEN, eos_id, load_tokenizer, save_tokenizer, token_dtype
+from gpupipe.tokens.tokenizer import EOS_TOKEN, TOKENIZER_FILE, eos_id, load_tokenizer, save_tokenizer, token_dtype
 from gpupipe.tokens.verify import verify_shards
 
-SHARDS_DIR = "shards"
 MEGATRON_PREFIX = "megatron/data"  # relative to the shards folder
 
 
@@ -91,60 +89,18 @@ def _documents(parts: list[Path], copies: bool) -> Iterator[tuple[int, list[np.n
             yield p, docs, table.column("source").to_pylist(), rows
 
 
-class Pack(Stage):
+class Pack(PhasedStage):
+    """One driver phase: packing is one ordered stream of documents into fixed-length blocks (the shards, the
+    run's shards folder), read part by part."""
+
     name = "pack"
     Config = PackConfig
 
-    def execute(self, job: StageJob) -> StageStats:
-        tok_path = job.in_dir / TOKENIZER_FILE
-        tok = load_tokenizer(tok_path)
-        vocab, eos = tok.get_vocab_size(), eos_id(tok, self.config.eos_token)
-        pad = _pad_id(tok, self.config, eos) if self.config.mode == "bestfit" else None
-        dtype = token_dtype(vocab)
-        out = Path(job.ctx.run_dir) / SHARDS_DIR
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        tok_sha = save_tokenizer(tok, out / TOKENIZER_FILE)
-        if pad is None:
-            packer = StreamPacker(out, self.config.seq_len, eos, dtype, self.config.blocks_per_shard)
-        else:
-            packer = BestFitPacker(out, self.config.seq_len, eos, pad, dtype, self.config.blocks_per_shard,
-                                   self.config.bestfit_window)
-        mega = MegatronWriter(out / MEGATRON_PREFIX, dtype, eos) if self.config.megatron else None
-        ledger = read_ledger(job.in_dir)
-        copies = bool(job.inputs) and COPIES_COLUMN in pq.ParquetFile(job.inputs[0]).schema_arrow.names
-        stats = StageStats()
-        with annotate("gpupipe/pack"):
-            for p, docs, sources, rows in _documents(job.inputs, copies):
-                packer.add_many(docs, sources)
-                if mega is not None:
-                    mega.add_many(docs)
-                if p == 1:
-                    stats.docs_in += rows
-                    job.progress(1)
-            summary = packer.finish()
-            mega_summary = mega.finish() if mega is not None else None
-            if self.config.format == "parquet":
-                summary = write_parquet_shards(out, summary, self.config.seq_len, dtype, self.config.row_group_size)
-        extra = _manifest_extra(summary, mega_summary, ledger)
-        if self.config.format == "parquet":
-            extra.update(shard_format="parquet", row_group_size=self.config.row_group_size,
-                         compression=PARQUET_COMPRESSION)
-        manifest = write_manifest(out, summary, seq_len=self.config.seq_len, dtype=np.dtype(dtype).name,
-                                  vocab_size=vocab, eos_id=eos, tokenizer_sha256=tok_sha,
-                                  tokenizer_file=TOKENIZER_FILE, config_hash=job.ctx.results_hash,
-                                  extra=extra or None)
-        self._verify(out, manifest, ledger)
-        stats.docs_out = stats.docs_in
-        stats.extra.update({"stream_tokens": manifest["stream_tokens"], "sequences": manifest["sequences"],
-                            "dropped_remainder_tokens": manifest["dropped_remainder_tokens"],
-                            "shards": len(manifest["shards"])})
-        if pad is not None:
-            stats.extra.update({"padding_tokens": summary["padding_tokens"], "padding_rate": summary["padding_rate"],
-                                "split_documents": summary["split_documents"]})
-        if copies:
-            stats.extra["documents_packed"] = manifest["documents_packed"]
-        return stats
+    def inputs(self) -> tuple[str, ...]:
+        return ("tokens", "source")
+
+    def phases(self) -> list[Phase]:
+        return [Phase("pack", pack_phase, over=DRIVER)]
 
     def _verify(self, out: Path, manifest: dict, ledger: dict | None) -> None:
         problems = verify_shards(out)   # the Megatron files the manifest lists too (sha256, counts, invariants)
@@ -155,6 +111,56 @@ class Pack(Stage):
                 problems.append(f"mixture: packed tokens per source {packed} != the ledger's {planned}")
         if problems:
             raise PackError("the shards just written fail verification:\n" + "\n".join(problems))
+
+
+def pack_phase(stage: Pack, run: PhaseRun) -> None:
+    tok = load_tokenizer(run.prev.tokenizer)
+    vocab, eos = tok.get_vocab_size(), eos_id(tok, stage.config.eos_token)
+    pad = _pad_id(tok, stage.config, eos) if stage.config.mode == "bestfit" else None
+    dtype = token_dtype(vocab)
+    out = run.dir.shards
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    tok_sha = save_tokenizer(tok, out / TOKENIZER_FILE)
+    if pad is None:
+        packer = StreamPacker(out, stage.config.seq_len, eos, dtype, stage.config.blocks_per_shard)
+    else:
+        packer = BestFitPacker(out, stage.config.seq_len, eos, pad, dtype, stage.config.blocks_per_shard,
+                               stage.config.bestfit_window)
+    mega = MegatronWriter(out / MEGATRON_PREFIX, dtype, eos) if stage.config.megatron else None
+    ledger = read_ledger(run.prev.ledger)
+    copies = bool(run.inputs) and COPIES_COLUMN in pq.ParquetFile(run.inputs[0]).schema_arrow.names
+    stats = run.total
+    with annotate("gpupipe/pack"):
+        for p, docs, sources, rows in _documents(run.inputs, copies):
+            packer.add_many(docs, sources)
+            if mega is not None:
+                mega.add_many(docs)
+            if p == 1:
+                stats.docs_in += rows
+                run.progress(1)
+        summary = packer.finish()
+        mega_summary = mega.finish() if mega is not None else None
+        if stage.config.format == "parquet":
+            summary = write_parquet_shards(out, summary, stage.config.seq_len, dtype, stage.config.row_group_size)
+    extra = _manifest_extra(summary, mega_summary, ledger)
+    if stage.config.format == "parquet":
+        extra.update(shard_format="parquet", row_group_size=stage.config.row_group_size,
+                     compression=PARQUET_COMPRESSION)
+    manifest = write_manifest(out, summary, seq_len=stage.config.seq_len, dtype=np.dtype(dtype).name,
+                              vocab_size=vocab, eos_id=eos, tokenizer_sha256=tok_sha,
+                              tokenizer_file=TOKENIZER_FILE, config_hash=stage.ctx.results_hash,
+                              extra=extra or None)
+    stage._verify(out, manifest, ledger)
+    stats.docs_out = stats.docs_in
+    stats.extra.update({"stream_tokens": manifest["stream_tokens"], "sequences": manifest["sequences"],
+                        "dropped_remainder_tokens": manifest["dropped_remainder_tokens"],
+                        "shards": len(manifest["shards"])})
+    if pad is not None:
+        stats.extra.update({"padding_tokens": summary["padding_tokens"], "padding_rate": summary["padding_rate"],
+                            "split_documents": summary["split_documents"]})
+    if copies:
+        stats.extra["documents_packed"] = manifest["documents_packed"]
 
 
 def _manifest_extra(summary: dict, mega_summary: dict | None, ledger: dict | None) -> dict:

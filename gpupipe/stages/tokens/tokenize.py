@@ -30,11 +30,10 @@ from pydantic import Field, model_validator
 
 from gpupipe.config_base import FileRef, KeyProblem, Strict
 from gpupipe.kernels._mersenne import splitmix64_array
-from gpupipe.stages.base import MapStage, StageJob, StageStats
+from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhasedStage, PhaseRun
 from gpupipe.tokens.tokenizer import (BYTE_ALPHABET_SIZE, EOS_TOKEN, _tokenizer_path, encode_batch_flat,
                                       encoder_info, eos_id, load_tokenizer, save_tokenizer, train_byte_level_bpe)
 
-TOKENIZER_FILE = "tokenizer.json"
 
 
 class TokenizeConfig(Strict):
@@ -120,31 +119,28 @@ def iter_texts(parts: list[Path], limit: int | None, budget: int | None = None, 
             yield text
 
 
-class Tokenize(MapStage):
+class Tokenize(PhasedStage):
+    """Phases: `train` (driver: the tokenizer, trained on a seeded sample of the input or copied from the config,
+    saved in the stage's folder), `encode` (per partition, every worker loading the saved file: the same bytes
+    everywhere, whoever trained it)."""
+
     name = "tokenize"
     Config = TokenizeConfig
+
+    def outputs(self) -> tuple[str, ...]:
+        return ("tokens", "n_tokens", "token_count", "char_count", "compression_ratio")
+
+    def phases(self) -> list[Phase]:
+        return [Phase("train", train_phase, over=DRIVER),
+                Phase("encode", None, over=APPLY, stage=lambda run: run.stage.loading(run.dir.tokenizer))]
+
+    def loading(self, path: Path) -> "Tokenize":
+        """This stage, encoding with the tokenizer saved at path."""
+        return Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
 
     def setup(self) -> None:
         self._tok = load_tokenizer(self.config.tokenizer)
         eos_id(self._tok, self.config.eos_token)  # fail early, naming the token, if the vocab lacks it
-
-    def execute(self, job: StageJob) -> StageStats:
-        job.out_dir.mkdir(parents=True, exist_ok=True)
-        path = job.out_dir / TOKENIZER_FILE
-        trained: dict = {}
-        if self.config.tokenizer:
-            shutil.copyfile(self.config.tokenizer, path)
-        else:
-            texts = iter_texts(job.inputs, self.config.train_max_docs, sample_bytes(self.config), self.ctx.seed)
-            tok = train_byte_level_bpe(texts, self.config.vocab_size, self.config.special_tokens,
-                                       self.config.min_frequency, info=trained)
-            save_tokenizer(tok, path)
-        # Workers load the saved file: the same bytes everywhere, whoever trained it.
-        worker = Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
-        stats = MapStage.execute(worker, job)
-        if trained:  # which trainer made tokenizer.json (gigatoken or tokenizers' BpeTrainer, the log says why)
-            stats.extra[f"trained_with_{trained['trainer']}"] = 1
-        return stats
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         ids, offsets = encode_batch_flat(self._tok, df["text"].tolist())
@@ -189,3 +185,19 @@ def token_count_bins(token_count: np.ndarray) -> Counter:
         return Counter()
     lo, counts = np.unique(np.left_shift(1, np.floor(np.log2(n)).astype(np.int64)), return_counts=True)
     return Counter({f"{TOKEN_COUNT_BIN}{int(b)}": int(k) for b, k in zip(lo, counts)})
+
+
+def train_phase(stage: Tokenize, run: PhaseRun) -> None:
+    path = run.dir.tokenizer
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if stage.config.tokenizer:
+        shutil.copyfile(stage.config.tokenizer, path)
+        return
+    trained: dict = {}
+    texts = iter_texts(run.inputs, stage.config.train_max_docs, sample_bytes(stage.config), stage.ctx.seed)
+    tok = train_byte_level_bpe(texts, stage.config.vocab_size, stage.config.special_tokens,
+                               stage.config.min_frequency, info=trained)
+    save_tokenizer(tok, path)
+    if trained:  # which trainer made the tokenizer (gigatoken or tokenizers' BpeTrainer, the log says why)
+        run.extra[f"trained_with_{trained['trainer']}"] = 1
+

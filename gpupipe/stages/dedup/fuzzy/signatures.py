@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from gpupipe.kernels.script_class import CJK, regex_class
 from gpupipe.stages.dedup.fuzzy.config import FuzzyDedupConfig, lsh_shape
 
-CJK_SCRIPT = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
-
+CJK_SCRIPT = regex_class(CJK)   # a Han, kana or Hangul character (kernels/script_class.py)
 
 
 def cjk_mask(df: pd.DataFrame, cjk_langs: list[str], texts: pa.Array) -> np.ndarray:

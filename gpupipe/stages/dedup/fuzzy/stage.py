@@ -19,13 +19,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from gpupipe.nvtx_ranges import annotate
-from gpupipe.stages.dedup.cluster_sample import ClusterDedup, pick
+from gpupipe.stages.dedup.cluster_sample import ClusterDedup, ClusterState, pick
 from gpupipe.stages.dedup.fuzzy.bands import band_rows
 from gpupipe.stages.dedup.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
                                              priority_frame)
@@ -37,9 +40,17 @@ from gpupipe.stages.dedup.fuzzy.verify import sets_of_tables, shingle_sets, shin
 from gpupipe.stages.dedup.global_stage import send_removals
 from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 
+
+@dataclass(slots=True)
+class FuzzyState(ClusterState):
+    edges: Any = None    # candidate pairs (u, v), then the verified ones with their Jaccard
+    pairs: list = field(default_factory=list)   # (group, first, last) edge ranges the verify tasks take
+
+
 class FuzzyDedup(ClusterDedup):
     name = "fuzzy_dedup"
     Config = FuzzyDedupConfig
+    State = FuzzyState
 
     def phases(self) -> list[Phase]:
         out = [Phase("sign", sign)]
@@ -50,7 +61,7 @@ class FuzzyDedup(ClusterDedup):
         out.append(Phase("candidates", candidates, over=DRIVER))
         if self.config.verify:
             out += [Phase("shingles", shingles), Phase("pair-up", pair_up, over=DRIVER),
-                    Phase("verify", verify, over=lambda run: run.state["pairs"]),
+                    Phase("verify", verify, over=lambda run: run.state.pairs),
                     Phase("verified", verified, over=DRIVER)]
         return out + [Phase("cluster", cluster, over=DRIVER), *self.tail_phases()]
 
@@ -111,7 +122,7 @@ def candidates(stage: FuzzyDedup, run: PhaseRun) -> None:
     found = [ex.get(name, k) for name in names for k in ex.keys(name)]
     u = np.concatenate([e["u"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)])
     v = np.concatenate([e["v"].to_numpy(np.int64) for e in found] or [np.array([], np.int64)])
-    run.state["edges"] = e = unique_edges(u, v)
+    run.state.edges = e = unique_edges(u, v)
     bands, rows = lsh_shape(stage.config)
     run.extra.update({"bands": bands, "rows": rows, "candidate_edges": len(e)})
     if stage.config.verify and len(e):
@@ -138,7 +149,7 @@ def shingles(stage: FuzzyDedup, task: Task) -> np.ndarray:
 def pair_up(stage: FuzzyDedup, run: PhaseRun) -> None:
     """The candidate edges grouped by the pair of partitions that hold their two documents (exchange `pairs`),
     so that each verify task loads the shingle sets of two partitions at most, never all candidates'."""
-    e = run.state["edges"]
+    e = run.state.edges
     held = run.results["shingles"]
     doc = np.concatenate(held) if held else np.zeros(0, np.int64)
     part = np.repeat(np.arange(len(held), dtype=np.int64), [len(h) for h in held])
@@ -147,7 +158,7 @@ def pair_up(stage: FuzzyDedup, run: PhaseRun) -> None:
     lo, hi = np.minimum(pu, pv), np.maximum(pu, pv)
     pairs, group = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
     run.exchange.send("pairs", 0, e, group.reshape(-1))   # one file, a destination per partition pair
-    run.state["pairs"] = [(g, int(a), int(b)) for g, (a, b) in enumerate(pairs.tolist())]
+    run.state.pairs = [(g, int(a), int(b)) for g, (a, b) in enumerate(pairs.tolist())]
 
 
 def verify(stage: FuzzyDedup, task: Task) -> pd.DataFrame:
@@ -160,14 +171,14 @@ def verify(stage: FuzzyDedup, task: Task) -> pd.DataFrame:
 
 def verified(stage: FuzzyDedup, run: PhaseRun) -> None:
     found = [r for r in run.results["verify"] if len(r)]
-    e = pd.concat(found, ignore_index=True) if found else run.state["edges"].assign(jaccard=1.0).iloc[:0]
-    run.state["edges"] = e.sort_values(["u", "v"], kind="stable").reset_index(drop=True)
+    e = pd.concat(found, ignore_index=True) if found else run.state.edges.assign(jaccard=1.0).iloc[:0]
+    run.state.edges = e.sort_values(["u", "v"], kind="stable").reset_index(drop=True)
     run.extra["verified_edges"] = len(e)
 
 
 def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
     cfg, ex = stage.config, run.exchange
-    members = connected_components(run.state["edges"], run.job.ctx.device)
+    members = connected_components(run.state.edges, stage.ctx.device)
     if len(members):
         cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
                                                  if c != "length"]]
@@ -181,7 +192,7 @@ def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
         run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
     else:
         run.extra.update({"clusters": 0, "duplicates_removed": 0})
-    pick(run, members, cfg.sample_clusters, run.job.ctx.seed)
+    pick(run, members, cfg.sample_clusters, stage.ctx.seed)
 
 
 def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:

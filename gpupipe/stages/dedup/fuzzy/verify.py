@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from gpupipe.kernels.lsh_graph import jaccard, on_device, to_host
-from gpupipe.kernels.near_dedup import same_bytes
+from gpupipe.kernels.near_dedup import reaches_threshold, same_bytes
 from gpupipe.stages.dedup.fuzzy.config import FuzzyDedupConfig
 
 
@@ -83,4 +83,4 @@ def verify_edges(edges: pd.DataFrame, sets: ShingleSets, threshold: float,
             device, sets.flat, sets.offsets,
             _positions(sets.doc_index, edges["u"].to_numpy(np.int64)[check], "a shingle set"),
             _positions(sets.doc_index, edges["v"].to_numpy(np.int64)[check], "a shingle set"))))
-    return edges.assign(jaccard=jac)[jac >= threshold]
+    return edges.assign(jaccard=jac)[reaches_threshold(jac, threshold)]

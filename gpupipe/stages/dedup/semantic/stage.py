@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 
 from gpupipe.io.parts import read_part
+from gpupipe.kernels._mersenne import splitmix64_array
 from gpupipe.models.ref import model_path
 from gpupipe.stages.dedup.fuzzy.components import choose_keepers, cluster_size_histogram, connected_components
 from gpupipe.stages.dedup.cluster_sample import ClusterDedup, pick
@@ -53,9 +54,7 @@ def sample_hash(doc_index: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of (doc_index, seed): a uniform uint64 per document, the same in every partitioning."""
     with np.errstate(over="ignore"):
         z = np.asarray(doc_index, np.uint64) + np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _MIX + _MIX
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+        return splitmix64_array(z)   # kernels/_mersenne.py
 
 
 def _embedding_column(emb: np.ndarray) -> pa.Array:
@@ -121,12 +120,11 @@ def embed(stage: SemanticDedup, task: Task) -> dict[str, int]:
 
 
 def centroids(stage: SemanticDedup, run: PhaseRun) -> None:
-    cfg, ex, seed = stage.config, run.exchange, run.job.ctx.seed
+    cfg, ex, seed = stage.config, run.exchange, stage.ctx.seed
     done = run.results["embed"]
     n = sum(r["docs"] for r in done)
     run.extra.update({"docs_embedded": n, "model_tokens": sum(r["tokens"] for r in done),
                       "docs_truncated": sum(r["truncated"] for r in done)})
-    run.state["k"] = 0
     if n == 0:
         return
     share = min(1.0, cfg.kmeans_sample / n)
@@ -143,7 +141,6 @@ def centroids(stage: SemanticDedup, run: PhaseRun) -> None:
     k = cfg.n_clusters or max(1, math.ceil(n / cfg.cluster_docs))
     cent, iters = kmeans(x, k, seed, cfg.kmeans_iterations, stage.device())
     ex.put("centroids", 0, pa.table({"embedding": _embedding_column(cent)}))
-    run.state["k"] = len(cent)
     run.extra.update({"kmeans_clusters": len(cent), "kmeans_sample_docs": len(x), "kmeans_iterations": iters})
 
 
@@ -208,7 +205,7 @@ def cluster(stage: SemanticDedup, run: PhaseRun) -> None:
                       "duplicates_removed": int((~members["keep"]).sum())})
     if len(members):
         run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
-    pick(run, members, cfg.sample_clusters, run.job.ctx.seed)
+    pick(run, members, cfg.sample_clusters, stage.ctx.seed)
 
 
 __all__ = ["SemanticDedup", "sample_hash"]

@@ -16,6 +16,8 @@ stage's `Exchange`).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,17 +37,27 @@ from gpupipe.stages.dedup.substring.text import slices
 RANGES = ("ranges-group", "ranges-cross")   # removal ranges from pass 1 and pass 2, sent to their partitions
 
 
+@dataclass(slots=True)
+class SubstringState:
+    """What `plan` and `pack` decide: the partition groups, the anchor buckets (0: one group, no cross-group pass)
+    and the batch of each group's regions."""
+    groups: list = field(default_factory=list)   # (parts, partition numbers) per group
+    buckets: int = 0
+    batch_of: Any = None
+
+
 class SubstringDedup(PhasedStage):
     name = "substring_dedup"
     Config = SubstringDedupConfig
+    State = SubstringState
 
     def phases(self) -> list[Phase]:
-        groups = lambda run: run.state["groups"]  # noqa: E731
+        groups = lambda run: run.state.groups  # noqa: E731
         return [Phase("plan", plan, over=DRIVER),
-                Phase("group", group, over=groups, arg=lambda run: run.state["buckets"]),
-                Phase("select", select, over=lambda run: range(run.state["buckets"])),
+                Phase("group", group, over=groups, arg=lambda run: run.state.buckets),
+                Phase("select", select, over=lambda run: range(run.state.buckets)),
                 Phase("pack", pack, over=DRIVER),
-                Phase("region", region, over=groups, arg=lambda run: run.state["batch_of"]),
+                Phase("region", region, over=groups, arg=lambda run: run.state.batch_of),
                 Phase("cross", cross, over=lambda run: run.exchange.destinations("regions")),
                 Phase("apply", ranges_of, over=APPLY),
                 Phase("totals", totals, over=DRIVER)]
@@ -56,10 +68,10 @@ class SubstringDedup(PhasedStage):
 
 
 def plan(stage: SubstringDedup, run: PhaseRun) -> None:
-    inputs = run.job.inputs
+    inputs = run.inputs
     groups = partition_groups(inputs, stage.config.group_bytes)
-    run.state["groups"] = [([inputs[i] for i in grp], grp) for grp in groups]
-    run.state["buckets"] = max(run.job.ctx.shuffle_buckets, len(groups)) if len(groups) > 1 else 0
+    run.state.groups = [([inputs[i] for i in grp], grp) for grp in groups]
+    run.state.buckets = max(stage.ctx.shuffle_buckets, len(groups)) if len(groups) > 1 else 0
 
 
 def _send_ranges(exchange, name: str, producer: int, doc_index, part, start, end) -> None:
@@ -106,7 +118,7 @@ def select(stage: SubstringDedup, task: Task) -> dict:
 
 
 def pack(stage: SubstringDedup, run: PhaseRun) -> None:
-    run.state["batch_of"] = pack_batches(run.results["select"], stage.config.group_bytes)
+    run.state.batch_of = pack_batches(run.results["select"], stage.config.group_bytes)
 
 
 def region(stage: SubstringDedup, task: Task) -> int:
@@ -155,8 +167,8 @@ def ranges_of(stage: SubstringDedup, task: Task) -> pd.DataFrame | None:
 
 
 def totals(stage: SubstringDedup, run: PhaseRun) -> None:
-    extra = Counter({"groups": len(run.state["groups"]), "anchors": sum(r["anchors"] for r in run.results["group"])})
-    if run.state["buckets"]:
+    extra = Counter({"groups": len(run.state.groups), "anchors": sum(r["anchors"] for r in run.results["group"])})
+    if run.state.buckets:
         extra["cross_group_anchors"] = sum(r["cross_group_anchors"] for r in run.results["select"])
         extra.update({"cross_batches": len(run.results["cross"]),
                       "cross_region_bytes": sum(r["region_bytes"] for r in run.results["cross"])})
