@@ -1,6 +1,6 @@
 """The import contract of gpupipe's own modules, read from the source with `ast` (nothing is imported): no import
 circle (imports inside functions count: a late import only hides a circle), stations never reach into the
-engine (stages → run), the io layer knows no station nor run config, and the config vocabulary
+engine (stages → run), the engine knows no view of its results (run → report), the io layer knows no station nor run config, and the config vocabulary
 (config_base) imports no station."""
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def test_no_import_circle():
 def test_layers():
     g = _graph()
     assert _edges(g, "gpupipe.stages", ("gpupipe.run",)) == []             # stations declare, the engine runs
+    assert _edges(g, "gpupipe.run", ("gpupipe.report",)) == []             # the runner knows no view of its results
     assert _edges(g, "gpupipe.io", ("gpupipe.stages", "gpupipe.config", "gpupipe.run")) == []
     assert _edges(g, "gpupipe.config_base", ("gpupipe.stages", "gpupipe.config", "gpupipe.run")) == []
     assert _edges(g, "gpupipe.kernels", ("gpupipe.stages", "gpupipe.run", "gpupipe.io")) == []

@@ -12,9 +12,21 @@ from typing import Any, Callable
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.run.exchange import Exchange
 from gpupipe.run.rundir import StageDir
-from gpupipe.run.tasks import map_chain_task, worker_stage
-from gpupipe.stages.base import StageStats, peak_rss_mb
+from gpupipe.run.tasks import map_chain_task, map_partition_task, worker_stage
+from gpupipe.stages.base import Stage, StageStats, peak_rss_mb
 from gpupipe.stages.phases import APPLY, BUCKETS, DRIVER, PARTITIONS, Phase, PhasedStage, PhaseRun, Task
+
+
+def run_stage(stage: Stage, executor, inputs: list[Path], folder: StageDir, prev: StageDir | None = None,
+              progress: Callable[[int], None] = lambda n: None) -> StageStats:
+    """One stage over its inputs: a phased station's phases, or a map station partition by partition."""
+    if isinstance(stage, PhasedStage):
+        return run_phases(stage, executor, inputs, folder, prev, progress)
+    n = len(inputs)
+    total = StageStats()
+    for r in executor.map(map_partition_task, [stage.spec()] * n, inputs, [folder] * n, progress=progress):
+        total.merge(StageStats.from_dict(r))
+    return total
 
 
 def run_phases(stage: PhasedStage, executor, inputs: list[Path], folder: StageDir, prev: StageDir | None,
@@ -104,4 +116,4 @@ def apply_task(fn: Callable | None, spec, index: int, in_path: Path, folder: Sta
     return map_chain_task([spec], in_path, [folder], keep_parts=True, infos=[info])[0]
 
 
-__all__ = ["apply_task", "phase_task", "run_phases"]
+__all__ = ["apply_task", "phase_task", "run_phases", "run_stage"]

@@ -20,7 +20,7 @@ from gpupipe.io.inputs import Inputs, resolve_inputs
 from gpupipe.io.parts import atomic_write_text
 from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
-from gpupipe.run.phases import run_phases
+from gpupipe.run.phases import run_stage
 from gpupipe.run.remote import RemoteRun, default_work_dir
 from gpupipe.run.rundir import RunDir, StageDir, input_fingerprint, stage_key
 from gpupipe.run.tasks import fusable, map_chain_task
@@ -278,7 +278,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
                 progress = b.advance if b is not None else (lambda n: None)
                 if len(group) == 1 and not fusable(stages[i]):
                     t0 = time.perf_counter()
-                    total = run_phases(stages[i], executor, parts, dirs[i], dirs[i - 1] if i else None, progress)
+                    total = run_stage(stages[i], executor, parts, dirs[i], dirs[i - 1] if i else None, progress)
                     done = [total.to_dict(stages[i].name, time.perf_counter() - t0)]
                 else:
                     done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,

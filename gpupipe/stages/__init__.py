@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from gpupipe.config_base import ConfigError, did_you_mean, format_error
 from gpupipe.stages.base import MapStage, RunContext, Stage
+from gpupipe.stages.read import ReadStage
 from gpupipe.stages.text.chunk_markdown import ChunkMarkdown
 from gpupipe.stages.filters.classifier import Classifier
 from gpupipe.stages.filters.decontam import Decontaminate
@@ -60,12 +61,23 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
                               + " or ".join(f"'{s}'" for s in REQUIRES_BEFORE[name]))
         if prev == "pack":
             raise ConfigError(f"{where}: key 'stages.{i}': no stage can follow 'pack'")
+        _check_columns(name, i, [next(iter(o)) for o in out], where)
         if name == "tokenize":
             tokenize = (i, cfg)
         if name == "pack" and tokenize is not None:
             _check_pack_tokens(cfg, i, *tokenize, where)
         out.append({name: cfg.model_dump(mode="json")})
     return out
+
+
+def _check_columns(name: str, i: int, before: list[str], where: str) -> None:
+    """A stage reads only columns the input or an earlier stage makes (its `inputs()`, their `outputs()`)."""
+    made = set(ReadStage.outputs()).union(*(STAGES[b].outputs() for b in before))
+    for column in STAGES[name].inputs():
+        makers = [n for n, cls in STAGES.items() if column in cls.outputs()]
+        if column not in made and makers:
+            raise ConfigError(f"{where}: key 'stages.{i}': stage '{name}' reads column '{column}', which no "
+                              f"earlier stage makes: put " + " or ".join(f"'{m}'" for m in makers) + " before it")
 
 
 def _check_pack_tokens(pack: PackConfig, i: int, j: int, tokenize: TokenizeConfig, where: str) -> None:

@@ -143,11 +143,14 @@ class Stage:
         self.config = config
         self.ctx = ctx
 
-    def inputs(self) -> tuple[str, ...]:
-        """The document columns this stage reads: an earlier stage (or the read stage) must make them."""
+    @classmethod
+    def inputs(cls) -> tuple[str, ...]:
+        """The document columns this stage reads: the read stage or an earlier stage must make them (checked when
+        a config is loaded, `stages.build_stage_configs`)."""
         return ("text",)
 
-    def outputs(self) -> tuple[str, ...]:
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
         """The document columns this stage adds (or replaces) for later stages."""
         return ()
 

@@ -84,10 +84,12 @@ class ReadStage(PhasedStage):
     def hidden(self) -> list[str]:
         return self.resolved.hidden
 
-    def inputs(self) -> tuple[str, ...]:
+    @classmethod
+    def inputs(cls) -> tuple[str, ...]:
         return ()
 
-    def outputs(self) -> tuple[str, ...]:
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
         return ("id", "doc_index", "url", "text", "html", "source")
 
     def phases(self) -> list[Phase]:

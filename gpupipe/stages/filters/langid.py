@@ -188,6 +188,10 @@ class LangId(MapStage):
     name = "langid"
     Config = LangIdConfig
 
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        return ("lang_raw", "lang", "lang_score")
+
     def __new__(cls, config: LangIdConfig, ctx: RunContext):
         # `min_score: fineweb2` needs a first pass over the whole run: the same stage, run as phases (it is then
         # not fused with its neighbours: the engine fuses map stations only).

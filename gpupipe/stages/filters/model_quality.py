@@ -162,6 +162,10 @@ class QualityClassifier(MapStage):
     name = "quality_classifier"
     Config = QualityClassifierConfig
 
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        return ("quality_score",)
+
     def setup(self) -> None:
         self._model = load_fasttext(self.config.model, self.config.label)
 
@@ -455,6 +459,10 @@ class PerplexityConfig(Strict):
 class PerplexityFilter(MapStage):
     name = "perplexity"
     Config = PerplexityConfig
+
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        return ("perplexity",)
 
     def setup(self) -> None:
         c = self.config

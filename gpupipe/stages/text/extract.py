@@ -155,6 +155,14 @@ class Extract(MapStage):
     Config = ExtractConfig
     text_column = "html"
 
+    @classmethod
+    def inputs(cls) -> tuple[str, ...]:
+        return ("html",)
+
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        return ("text",)
+
     def setup(self) -> None:
         self._extract = EXTRACTORS[self.config.extractor](self.config)
 

@@ -189,10 +189,12 @@ class Mixture(PhasedStage):
     Config = MixtureConfig
     State = MixtureState
 
-    def inputs(self) -> tuple[str, ...]:
+    @classmethod
+    def inputs(cls) -> tuple[str, ...]:
         return ("tokens", "n_tokens", "source")
 
-    def outputs(self) -> tuple[str, ...]:
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
         return (COPIES_COLUMN,)
 
     def phases(self) -> list[Phase]:

@@ -96,7 +96,8 @@ class Pack(PhasedStage):
     name = "pack"
     Config = PackConfig
 
-    def inputs(self) -> tuple[str, ...]:
+    @classmethod
+    def inputs(cls) -> tuple[str, ...]:
         return ("tokens", "source")
 
     def phases(self) -> list[Phase]:

@@ -127,7 +127,8 @@ class Tokenize(PhasedStage):
     name = "tokenize"
     Config = TokenizeConfig
 
-    def outputs(self) -> tuple[str, ...]:
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
         return ("tokens", "n_tokens", "token_count", "char_count", "compression_ratio")
 
     def phases(self) -> list[Phase]:
