@@ -1,4 +1,4 @@
-"""Common Crawl acquisition (seed 002 §1.1): a crawl's `warc.paths.gz` → the chosen WARC files in a folder.
+"""Common Crawl acquisition: a crawl's `warc.paths.gz` → the chosen WARC files in a folder.
 
 Selection. `warc.paths.gz` lists every WARC file of the crawl as `crawl-data/CRAWL/segments/SEGMENT/warc/NAME`,
 sorted. `segments` selects the first N distinct segments in that order (a Common Crawl segment holds several

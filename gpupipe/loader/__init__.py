@@ -1,4 +1,4 @@
-"""gpupipe.loader: token shards → torch batches (DESIGN §8; issue 6, parts 5 and 6).
+"""gpupipe.loader: token shards → torch batches (DESIGN.md, "Loader"; issue 6, parts 5 and 6).
 
 - `ShardDataset`, `ResumableLoader` (dataset.py): the streaming IterableDataset and the
   DataLoader wrapper that makes mid-epoch resume exact.

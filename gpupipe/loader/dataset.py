@@ -1,4 +1,4 @@
-"""ShardDataset: a torch IterableDataset over gpupipe token shards; ResumableLoader (DESIGN §8).
+"""ShardDataset: a torch IterableDataset over gpupipe token shards; ResumableLoader (DESIGN.md, "Loader").
 
 Ordering lives in `sampler.py` (pure numpy); this module opens the shards (np.memmap, lazily,
 in whichever process reads them), turns blocks into tensors, and keeps the resume bookkeeping.

@@ -1,4 +1,4 @@
-"""Batches into torch tensors with no copy at the hand-off (DESIGN §8; issue 6, part 6).
+"""Batches into torch tensors with no copy at the hand-off (DESIGN.md, "Loader"; issue 6, part 6).
 
 CPU: `torch.from_numpy` on the array itself (a memmap view included): the tensor IS that memory.
 

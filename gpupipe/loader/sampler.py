@@ -1,4 +1,4 @@
-"""Which blocks a (rank, worker) reads, in which order: pure numpy, no torch (DESIGN §8).
+"""Which blocks a (rank, worker) reads, in which order: pure numpy, no torch (DESIGN.md, "Loader").
 
 Three layers, each a pure function of its arguments:
 

@@ -2,7 +2,7 @@
 
     |docC EOS docA EOS PAD PAD|docB EOS docD EOS docE EOS|long-1 ...|long-2 ...|tail EOS docF EOS PAD|
 
-The alternative to seed 000's continuous stream (gpupipe.tokens.packing): no document is cut at a
+The alternative to the continuous EOS-delimited stream (gpupipe.tokens.packing): no document is cut at a
 block edge unless it cannot fit in one block, at the price of padding (reported as padding_rate).
 
 Rules (verify_shards checks every one of them):

@@ -1,4 +1,4 @@
-"""manifest.json: what a shard directory holds and how to check it (seed 000, §18.15; DESIGN §7).
+"""manifest.json: what a shard directory holds and how to check it (DESIGN.md, "Outputs").
 
 No timestamps or host names: the same inputs give a byte-identical manifest, so a manifest's
 own hash identifies the data.

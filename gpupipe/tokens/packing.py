@@ -1,4 +1,4 @@
-"""Continuous-stream packing into fixed-length blocks and shard files (seed 000, §18.13–18.15).
+"""Continuous-stream packing into fixed-length blocks and shard files.
 
     docA EOS docB EOS docC EOS ...  →  |seq_len|seq_len|...|remainder (dropped)
                                         shard-00000.bin = blocks_per_shard blocks, ...
@@ -22,7 +22,7 @@ SHARD_RE = re.compile(r"^shard-\d{5,}\.bin$")
 PARQUET_SHARD_RE = re.compile(r"^shard-\d{5,}\.parquet$")
 SHARD_DTYPES = ("uint16", "uint32")
 SHARD_FORMATS = ("bin", "parquet")
-PARQUET_ROW_GROUP_SIZE = 10_000   # seed 002 §5.3 Format B
+PARQUET_ROW_GROUP_SIZE = 10_000   # blocks per row group of the Parquet format (the user's spec)
 PARQUET_COMPRESSION = "zstd"
 
 
@@ -214,7 +214,7 @@ def _expand_sources(sources, n: int) -> list[str]:
     return sources
 
 
-# -- Format B: the same blocks as Parquet (seed 002 §5.3) ----------------------------------------------------------
+# -- Parquet: the same blocks, one row each (for Hugging Face datasets) ---------------------------------------------
 
 
 def parquet_schema(dtype, seq_len: int):

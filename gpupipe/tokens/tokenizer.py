@@ -1,4 +1,4 @@
-"""Byte-level BPE tokenizer: train, save, load, batch-encode (seed 000, §18.12 and lab step ③).
+"""Byte-level BPE tokenizer: train, save, load, batch-encode.
 
 Byte-level means every UTF-8 byte has a base token, so any text encodes without <unk>; the
 merges only decide how compact the encoding is.
@@ -34,7 +34,7 @@ def train_byte_level_bpe(
     min_frequency: int = 2,
     info: dict | None = None,
 ) -> Tokenizer:
-    """Train a byte-level BPE as in the seed's lab.
+    """Train a byte-level BPE on the given texts.
 
     Deterministic: the trainer breaks count ties by pair ids, and with the full byte alphabet
     given up front the base ids do not depend on the order in which characters are seen, so

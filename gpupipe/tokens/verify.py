@@ -3,7 +3,7 @@
 Each shard is read once, through np.memmap in fixed-size chunks (the corpus never sits in RAM),
 and every check on a chunk is a vectorized numpy call. Shards are scanned by a thread pool:
 hashlib and numpy release the GIL on large buffers. Besides the per-shard bookkeeping (size,
-tokens, sequences, sha256, EOS count, ids < vocab_size) it checks the seed-000 stream
+tokens, sequences, sha256, EOS count, ids < vocab_size) it checks the continuous stream's
 invariants: one EOS per document, no two adjacent EOS anywhere (across blocks and shards too),
 whole blocks only, and a remainder that is exactly stream_tokens mod seq_len.
 

@@ -9,7 +9,7 @@ s, so a pair becomes a candidate with probability
 The false-positive area is the integral of P below the threshold t, the false-negative area the integral of
 1 - P above it. `optimal_params` minimises their weighted sum over every b*r <= num_perm, with the same search
 order and tie rule as datasketch's MinHashLSH (b outer, r inner, first minimum kept), so the defaults agree
-with it (t=0.8, 128 permutations -> 9 bands x 13 rows, the setting in seed 002 §3.2).
+with it (t=0.8, 128 permutations -> 9 bands x 13 rows, the user's spec's MinHash setting).
 
 Integrals use fixed composite Gauss-Legendre quadrature (numpy only, no scipy): P is a smooth polynomial, so
 a few hundred nodes already match an adaptive integrator to ~1e-12, and every (b, r) pair shares the nodes,
@@ -107,9 +107,11 @@ def params_table(threshold: float, num_perm: int, bands: int, rows: int,
 
 def solve_exercise(num_perm: int, hi_sim: float, hi_min_prob: float, lo_sim: float,
                    lo_max_prob: float) -> list[tuple[int, int]]:
-    """All (b, r) with b*r <= num_perm, P(hi_sim) >= hi_min_prob and P(lo_sim) <= lo_max_prob (seed 001 §2.10 ex. 1).
+    """All (b, r) with b*r <= num_perm, P(hi_sim) >= hi_min_prob and P(lo_sim) <= lo_max_prob.
 
-    Sorted by bands, then rows. Bigger b*r sharpens the curve, so solutions cluster near the budget's edge.
+    The textbook exercise: 128 permutations, candidates at Jaccard 0.8 with probability >= 0.95 and at 0.5 with
+    probability <= 0.05. Sorted by bands, then rows. Bigger b*r sharpens the curve, so solutions cluster near the
+    budget's edge.
     """
     bands, rows = _all_params(num_perm)
     hi = candidate_probability(hi_sim, bands, rows)

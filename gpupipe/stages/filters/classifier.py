@@ -1,4 +1,4 @@
-"""The `classifier` stage: a transformer sequence classifier scores every document (seed 002 §4.2-4.3: a
+"""The `classifier` stage: a transformer sequence classifier scores every document (e.g. a
 DeBERTa-v3 quality classifier kept at P ≥ 0.5, FineWeb-Edu's educational-value regressor kept at ≥ 3 on English).
 
   score: label       `column` = softmax probability of `label` (an index or a name of the model's id2label)

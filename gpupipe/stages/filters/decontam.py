@@ -1,5 +1,5 @@
-"""Benchmark decontamination: find training documents that contain text of evaluation items (seed 000
-§18.9), then drop them or cut the leaked spans out.
+"""Benchmark decontamination: find training documents that contain text of evaluation items (questions
+and answers), then drop them or cut the leaked spans out.
 
 Method
 ------
@@ -50,7 +50,7 @@ What it cannot catch
   both sides (`--form NFKC` and the normalize stage's `form: NFKC`) for the latter; training text
   that did not go through the normalize stage (decomposed accents) against an NFC index;
 - answers alone when they are short (a GSM8K "#### 72" is not a leak we can see), and leaks split
-  across documents; the MinHash/embedding style fuzzy matching of seed 001 exercise 3 is not done here.
+  across documents; fuzzy matching of reworded items (MinHash + LSH or embeddings) is not done here.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ text's script.
 Adds `lang` (ISO code), `lang_score`, `lang_raw` (fastText's own label), `lang_rule` (the rule that changed it, ""
 where none did) and `lang_script` (Hans / Hant / Hani for a document in a Han language, "" else), then keeps
 documents whose language is in `keep` and whose score reaches `min_score` (one threshold, one per language with
-`default` for the rest: seed 002 §2.2 gives zh 0.65, en 0.80, other 0.85; or `fineweb2`, below).
+`default` for the rest: the user's spec gives zh 0.65, en 0.80, other 0.85; or `fineweb2`, below).
 
 Corrections after fastText, in order (docs/design.md, "Language ID: what the script says"):
 - `casefold`: a text fastText is unsure of (score under `casefold_below`, 0.5: below even odds) is predicted again
@@ -14,7 +14,7 @@ Corrections after fastText, in order (docs/design.md, "Language ID: what the scr
   `ko` (`hangul`), kana means `ja` (`kana`), Han without kana means `zh` (`no_kana` from ja, `no_hangul` from ko,
   `han` from a language not written in Han, e.g. en for Chinese with a few English words); fastText's label stands
   where the script agrees. A corrected label's score is the CJK share of the letters.
-- `merge`: labels filed under another, by default `{zh: [wuu, yue]}`: seed 002's mixture has one zh share, and on
+- `merge`: labels filed under another, by default `{zh: [wuu, yue]}`: the target mixture has one zh share, and on
   web text lid.176's wuu and yue are mostly Mandarin it is unsure of (of the benchmark corpus's 99,582 Mandarin
   documents, 486 come out wuu and 135 yue); `merge: {}` keeps them apart.
 
@@ -26,7 +26,7 @@ Two levels:
   confidence, and `lang_mix` (a JSON object string, e.g. {"en":0.83,"zh":0.17}) gives every language's share of
   those characters; `lang_raw` is the same vote over fastText's own labels.
 
-Short documents (seed 001 §2.3.2: fastText is unreliable on short text) are not predicted: under `min_chars`
+Short documents (fastText's confidence is low on short text, under ~50 words) are not predicted: under `min_chars`
 characters a text in a CJK script gets its script's language (`short_script`: Chinese reviews of a few characters
 are Chinese), any other gets lang `und`, score 0 and the reason `lang_too_short` (or passes, with `keep_short`).
 Measured on real English and Chinese text (lid.176.ftz, random chunks): at 20 characters 4% of English and 11% of
@@ -86,7 +86,7 @@ class LangIdConfig(Strict):
     # max(0.3, min(0.9, median - std)) of that language's scores in this run (a first pass over every partition)
     min_score: Fraction | dict[str, Fraction] | Literal["fineweb2"] = 0.65
     # {N: s}: documents under N characters need at most score s (the smallest N above the length applies), so
-    # that short texts, whose confidence is low (seed 001 §2.3.2), are judged more leniently. Off by default.
+    # that short texts, whose confidence is low, are judged more leniently. Off by default.
     min_score_by_length: dict[int, Fraction] | None = None
     model: FileRef | None = None                   # a supervised fastText model; default lid.176.ftz (gpupipe/data)
     max_chars: int = Field(10_000, ge=3)           # characters predicted per document (per paragraph at that level)

@@ -1,13 +1,13 @@
 """Model-based quality: a fastText quality classifier (DCLM-style) and a KenLM perplexity filter (CCNet-style).
 
 `quality_classifier` adds `quality_score` = P(high quality) from a binary fastText model and drops documents below
-`min_score` (seed 002 §4.2: threshold 0.5; a score equal to min_score is kept). Users train that model on their
+`min_score` (default 0.5: keep P(hq) >= 0.5; a score equal to min_score is kept). Users train that model on their
 own examples with `gpupipe train-quality --positive GOOD --negative BAD --out MODEL.bin`
 (`train_quality_classifier` below): DataComp-LM trains this kind of bigram fastText model (`__label__hq` vs the
 rest) and filters on the `hq` probability.
 
 `perplexity` adds `perplexity` from a user-supplied KenLM model (ARPA or KenLM binary) and drops documents outside
-absolute bounds or outside percentile bounds of a reference sample (seed 002 §4.1 keeps the 5th-95th percentile:
+absolute bounds or outside percentile bounds of a reference sample (the user's spec keeps the 5th-95th percentile:
 too low is boilerplate/repetition, too high is garbage). Scoring follows CCNet: each non-blank line is normalized
 (`lm_normalize`), split on whitespace and scored with <s> … </s>; perplexity = 10^(-Σ log10 p / Σ (words + 1)).
 The KenLM model must have been trained on text that went through the same `lm_normalize` (one line per sentence or
@@ -153,7 +153,7 @@ def score_histogram(scores: np.ndarray, prefix: str = "score_bin") -> Counter:
 
 class QualityClassifierConfig(Strict):
     model: FileRef                                # a fastText model from `gpupipe train-quality` (or DCLM's)
-    min_score: Fraction = 0.5                     # seed 002 §4.2: keep P(hq) ≥ 0.5
+    min_score: Fraction = 0.5                     # keep P(hq) ≥ 0.5 (the user's spec)
     label: str = HQ_LABEL                         # the label whose probability is the score
     max_chars: int = Field(DEFAULT_MAX_CHARS, ge=1)
 
@@ -430,7 +430,7 @@ class PerplexityConfig(Strict):
     # Absolute bounds (known cutoffs) …
     min_perplexity: float | None = Field(None, ge=0.0)
     max_perplexity: float | None = Field(None, ge=0.0)
-    # … or percentile bounds (seed 002 §4.1: [5, 95]) of a reference sample's distribution. Percentiles need the
+    # … or percentile bounds (e.g. [5, 95]: the middle 90%) of a reference sample's distribution. Percentiles need the
     # whole distribution, which a per-partition stage does not see; a sample of the corpus (JSONL or plain text,
     # a few thousand documents) stands in for it, and each worker derives the same cutoffs from it at setup.
     low_percentile: float | None = Field(None, ge=0.0, le=100.0)

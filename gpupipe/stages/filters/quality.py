@@ -1,5 +1,7 @@
-"""Document-level rule filters as one stage, `quality`: Gopher quality, Gopher repetition, C4, FineWeb, seed 002's
-DOC_FILTERS and ZH_DOC_FILTERS. Signals first (columns `q_<family>_<signal>`), decisions second (`reasons`), so
+"""Document-level rule filters as one stage, `quality`: Gopher quality, Gopher repetition, C4, FineWeb, the
+user's spec's document rules (`seed002`: word count, mean word length, special-character, digit, distinct-word,
+duplicate-line and English stop-word ratios) and its Chinese rules (`zh`: character count, Chinese-character and
+punctuation shares, garbled text). Signals first (columns `q_<family>_<signal>`), decisions second (`reasons`), so
 thresholds can be re-tuned on the columns without recomputing them.
 
 Signals come from one numba pass over the text's Arrow buffers (gpupipe.kernels.repetition: words, lines,
@@ -135,7 +137,8 @@ class FineWebConfig(Strict):
 
 
 class Seed002Config(Strict):
-    """Seed 002's DOC_FILTERS. Words are the same tokens (CJK-aware), without punctuation-only ones."""
+    """The user's spec's document rules (hence the name). Words are the same tokens (CJK-aware), without
+    punctuation-only ones."""
 
     enabled: bool = True
     apply_to_cjk: bool = False
@@ -153,7 +156,7 @@ class Seed002Config(Strict):
 
 
 class ZhConfig(Strict):
-    """Seed 002's ZH_DOC_FILTERS, for Chinese documents. Characters exclude whitespace.
+    """The user's spec's rules for Chinese documents. Characters exclude whitespace.
 
     Garbled text is any of: replacement characters (U+FFFD), private-use, unassigned or control characters above
     max_bad_char_ratio of the characters; Latin-1 letters (U+0080..U+00FF, what UTF-8/GBK read as Latin-1 looks
@@ -166,8 +169,8 @@ class ZhConfig(Strict):
     max_chars: NonNegativeInt | None = 200_000
     min_cn_char_ratio: Fraction | None = 0.3
     max_punctuation_ratio: Fraction | None = 0.15  # Unicode punctuation (P*) / characters
-    # Not in seed 002: Chinese prose punctuates its sentences (，。 are ~5-10% of its characters), keyword-stuffed
-    # SEO pages ("便宜手表 手表批发 ...") do not. Off by default; configs/full.yaml sets 0.01.
+    # Not in the user's spec: Chinese prose punctuates its sentences (，。 are ~5-10% of its characters),
+    # keyword-stuffed SEO pages ("便宜手表 手表批发 ...") do not. Off by default; configs/full.yaml sets 0.01.
     min_punctuation_ratio: Fraction | None = None
     no_garbled: bool = True
     max_bad_char_ratio: Fraction = 0.01

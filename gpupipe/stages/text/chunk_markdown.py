@@ -1,7 +1,8 @@
-"""Markdown documents → pretraining chunks in LLaMA-Factory's format (seed 004): a structure-aware chunker, a rule
+"""Markdown documents → pretraining chunks in LLaMA-Factory's format: a structure-aware chunker, a rule
 filter, an optional LLM judge (llm_judge.py), the `chunk_markdown` stage and the `gpupipe chunk-markdown` command.
 
-Chunking (seed 004 §2, with the choices the seed leaves open written down):
+Chunking (after the user's reference recipe, an article on building a LLaMA-Factory pretraining set from Markdown;
+the choices it leaves open are written down):
 - Sections start at ATX headings (`#`..`######` + space); a `#` line inside a ``` or ~~~ fence is code, not a
   heading (fences are tracked line by line, CommonMark-style: the closing fence uses the same character and is at
   least as long; an unclosed fence runs to the end). Setext headings (`Title\\n===`) are not recognised: `---` is
@@ -9,11 +10,11 @@ Chunking (seed 004 §2, with the choices the seed leaves open written down):
 - Atomic units are paragraphs (split on blank lines) and whole fenced code blocks. A heading line is glued to the
   unit after it, so a heading never ends up alone at the end of a chunk.
 - A unit over `chunk_size` is cut at sentence ends (。！？； anywhere, . ! ? ; before a space or the end, and line
-  breaks, as in the seed's regex, so table rows and list items stay whole) and re-packed up to `chunk_size`; a
+  breaks, as in the recipe's regex, so table rows and list items stay whole) and re-packed up to `chunk_size`; a
   single sentence over `chunk_size` is hard-cut (at the last space in the final fifth of the window when there is
   one, so English words stay whole). Code is never cut: an oversized code block is its own chunk,
-  `oversized_code: true`. No overlap (seed 004 §1.2: repeated text is learned twice).
-- Sections up to `chunk_size` are packed greedily into chunks of at most `chunk_size` (the seed's loop could exceed
+  `oversized_code: true`. No overlap (overlapping text would be learned twice).
+- Sections up to `chunk_size` are packed greedily into chunks of at most `chunk_size` (the recipe's loop could exceed
   it by closing a buffer only after it overflowed; the issue's bound wins). A longer section is packed from its
   units on its own; when it yields more than `max_slices` chunks a warning is logged and counted.
 - Chunks under `min_size` are merged into the previous chunk, the first into the next. Tiny neighbours first absorb
@@ -21,7 +22,7 @@ Chunking (seed 004 §2, with the choices the seed leaves open written down):
   `chunk_size + 2·min_size`.
 - Sections whose title (or a parent's title) is worthless (references, acknowledgements, ...) are chunked apart
   from the rest and never merged with it, so the rule filter drops them without taking good text along.
-- Chunk id: sha256 of [source path relative to the input root, index, first 64 characters] (the seed's recipe,
+- Chunk id: sha256 of [source path relative to the input root, index, first 64 characters] (the recipe's,
   16 hex digits instead of 12 for fewer collisions): the same on every run and every machine.
 """
 
@@ -358,7 +359,7 @@ def section_label(path: tuple[str, ...]) -> str:
     return " > ".join(path)
 
 
-# ----------------------------------------------------------------------------- rule filter (seed 004 §3.2)
+# ------------------------------------------------------------ rule filter (cheap rules before the optional LLM judge)
 
 DEFAULT_WORTHLESS_TITLES = [
     "references", "reference", "bibliography", "works cited", "literature cited", "cited literature",
@@ -373,11 +374,11 @@ DEFAULT_WORTHLESS_TITLES = [
 # Section numbering in front of a title: "7.", "7.1", "VII.", "A.", "第三章", "一、", "（二）".
 _NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十百零〇两\d]+[章节部分篇]|\d+(?:\.\d+)*\.?|[ivxlc]+\.|[a-z][.)]"
                         r"|[（(]?[一二三四五六七八九十\d]+[)）、.．])\s*")
-_EFFECTIVE_IGNORED = re.compile(r"[\s#*\-|\[\]()]")          # the seed's "effective characters"
+_EFFECTIVE_IGNORED = re.compile(r"[\s#*\-|\[\]()]")          # the recipe's "effective characters"
 _CITATION = re.compile(r"\[\d+(?:[,\-–]\s*\d+)*\]|\barxiv\b|\bdoi\b\s*[:.]|doi\.org|\bet al\.", re.I)
 _URL = re.compile(r"https?://|\bwww\.", re.I)
 PROSE_LINE_CHARS = 150
-_SYMBOL = re.compile(rf"[^\w\s{class_body(SEED_HAN, 'python')}]")   # the seed's special characters
+_SYMBOL = re.compile(rf"[^\w\s{class_body(SEED_HAN, 'python')}]")   # the recipe's special characters
 
 # Markup: what a reader of the rendered page does not read as text. Badges (`[![CI](img)](link)`, `<img ...>`),
 # images, HTML tags and comments, link targets and definitions, bare URLs. A link's own text stays text, and so
@@ -430,8 +431,9 @@ def normalize_title(title: str) -> str:
 
 
 class RuleFilter:
-    """Seed 004 §3.2's four rules and `markup` (badges, images, URLs, HTML); `reason(chunk)` is None (keep) or the
-    reason to drop."""
+    """The recipe's four rules (too few effective characters, a worthless section title such as references or a
+    table of contents, a link/citation list, symbol soup) and `markup` (badges, images, URLs, HTML); `reason(chunk)`
+    is None (keep) or the reason to drop."""
 
     def __init__(self, min_effective_chars: int = 50, worthless_titles: Iterable[str] = DEFAULT_WORTHLESS_TITLES,
                  link_ratio: float = 0.5, symbol_ratio: float = 0.35, markup_ratio: float = 0.5,

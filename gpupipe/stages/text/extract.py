@@ -1,8 +1,8 @@
 """Main-text extraction: `auto` (the default: gpupipe's own block scorer on selectolax's Lexbor DOM,
 gpupipe/extract/fast.py, with trafilatura for the few pages where it kept little: about 5x trafilatura's pages/s,
 F1 above trafilatura's precision mode on the news benchmark and above its defaults on trafilatura's own evaluation set
-of every page kind, held-out halves included), trafilatura (precision mode, with its own fallback extractors: seed
-002's setting), `fast` (the block scorer alone) or resiliparse (a C++ extractor, about 13x faster, a few points of F1
+of every page kind, held-out halves included), trafilatura (precision mode, with its own fallback extractors: the
+user's spec), `fast` (the block scorer alone) or resiliparse (a C++ extractor, about 13x faster, a few points of F1
 lower).
 `profiling/bench_extract.py` measures all.
 
@@ -55,7 +55,8 @@ class ExtractConfig(Strict):
     # the 181 scrapinghub pages it has F1 0.972 against precision mode's 0.964 at 5.2x its pages/s (held-out half
     # 0.964 against 0.953), and on trafilatura's own 990-page evaluation set of every page kind 0.930 against
     # trafilatura's defaults' 0.921 (held-out half 0.926 against 0.922) at 5.6x (bench_extract.py, docs/design.md).
-    # `extractor: trafilatura` is seed 002 §1.2's setting (precision mode, whose options also drive auto's fallback).
+    # `extractor: trafilatura` with favor_precision, tables kept and comments dropped is the user's spec's setting;
+    # these options also drive auto's fallback.
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "auto"
     favor_precision: bool = True        # trafilatura (and auto's fallback) only
     include_tables: bool = True         # resiliparse: false skips <table> elements

@@ -1,11 +1,12 @@
-"""Optional LLM judge for Markdown chunks (seed 004 §3): an OpenAI-compatible chat-completions client on the
-standard library, bounded concurrency, retries with capped exponential backoff, and an append-only checkpoint.
+"""Optional LLM judge for Markdown chunks (completeness, relevance, cleanliness): an OpenAI-compatible
+chat-completions client on the standard library, bounded concurrency, retries with capped exponential backoff,
+and an append-only checkpoint.
 
-Contract: every chunk gets a verdict. The model answers {"keep": 1|0, "score": 0-10, "reason": str} (seed 004's
-scale); after the last failed attempt the chunk is kept with score -1 and the error as reason, so a flaky endpoint
-never silently deletes data. Verdicts are appended to a JSONL checkpoint as they arrive (flushed every
-`checkpoint_every`), so an interrupted run resumes without asking again; failed verdicts are written too (for the
-audit) but asked again on resume, since they are not judgements.
+Contract: every chunk gets a verdict. The model answers {"keep": 1|0, "score": 0-10, "reason": str} (the scale of
+the user's reference recipe); after the last failed attempt the chunk is kept with score -1 and the error as reason,
+so a flaky endpoint never silently deletes data. Verdicts are appended to a JSONL checkpoint as they arrive (flushed
+every `checkpoint_every`), so an interrupted run resumes without asking again; failed verdicts are written too (for
+the audit) but asked again on resume, since they are not judgements.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from gpupipe.config_base import Strict, ordered
 
 log = logging.getLogger("gpupipe")
 
-# Seed 004's reviewer prompt, with the domain taken from config ({domain} appears twice: role and relevance).
+# The recipe's reviewer prompt, with the domain taken from config ({domain} appears twice: role and relevance).
 DEFAULT_DOMAIN = "网络安全或计算机技术"
 DEFAULT_PROMPT = (
     "你是{domain}领域的语料质量审核员。请判断以下文本切片是否适合作为大模型预训练语料。\n"
@@ -50,19 +51,19 @@ RETRYABLE_STATUS = {408, 409, 425, 429}  # plus every 5xx; other 4xx (bad key, b
 
 class JudgeConfig(Strict):
     enabled: bool = False
-    base_url: str = "https://api.openai.com/v1"  # seed 004 uses https://dashscope.aliyuncs.com/compatible-mode/v1
-    model: str = "gpt-4o-mini"                   # seed 004: qwen-plus
+    base_url: str = "https://api.openai.com/v1"  # the recipe: https://dashscope.aliyuncs.com/compatible-mode/v1
+    model: str = "gpt-4o-mini"                   # the recipe: qwen-plus
     api_key_env: str | None = "OPENAI_API_KEY"   # None: send no Authorization header (local servers)
     domain: str = DEFAULT_DOMAIN
     prompt: str = DEFAULT_PROMPT                 # {domain} is filled in (other braces doubled: {{ }});
     #                                              the chunk follows after "\n---\n"
-    max_chars: int = Field(3000, ge=1)           # the seed sends text[:3000]
+    max_chars: int = Field(3000, ge=1)           # the recipe sends text[:3000]
     temperature: float = Field(0.0, ge=0, le=2)  # the OpenAI API's range
     json_mode: bool = True                       # response_format {"type": "json_object"}
     timeout_s: float = Field(60.0, gt=0)
-    max_concurrency: int = Field(8, ge=1)        # the seed's MAX_WORKERS
-    max_attempts: int = Field(3, ge=1)           # the seed's retries=3
-    backoff_base_s: float = Field(1.0, ge=0)     # waits base·2^k (the seed's 1 s, 2 s), jittered, capped
+    max_concurrency: int = Field(8, ge=1)        # the recipe's MAX_WORKERS
+    max_attempts: int = Field(3, ge=1)           # the recipe's retries=3
+    backoff_base_s: float = Field(1.0, ge=0)     # waits base·2^k (the recipe's 1 s, 2 s), jittered, capped
     backoff_max_s: float = Field(30.0, ge=0)
     checkpoint_every: int = Field(100, ge=1)
 

@@ -1,7 +1,8 @@
-"""Normalization (seed 000 §18.18's `normalize`, plus Unicode NFC and control characters), vectorized with Arrow.
+"""Normalization, vectorized with Arrow: newlines unified, control characters deleted, whitespace folded, blank
+lines dropped or kept as paragraph breaks (the user's reference mini pipeline's `normalize`), plus Unicode NFC.
 
 `normalize_text` is the reference, one string at a time; `normalize_array` does the same on a whole column with
-Arrow's compute kernels, and a property test holds them equal. One departure from the seed: it deletes every
+Arrow's compute kernels, and a property test holds them equal. One departure from that `normalize`: it deletes every
 character below U+0020 but "\n", which glues words separated by a tab; here a tab is whitespace like a space.
 
 Optional mojibake repair (`fix_mojibake`): UTF-8 text that was decoded as Latin-1/cp1252 ("Ã©tÃ©" for "été",

@@ -1,17 +1,18 @@
-"""PII redaction (seed 002 §5.1's `redact_pii`), with validation so that ordinary numbers survive.
+"""PII redaction (e-mail, phone, Chinese resident ID, IP and card numbers replaced by placeholders), with
+validation so that ordinary numbers survive.
 
-The seed replaces every match of six bare regexes; they also hit years, prices, order numbers and version strings
-(`\\d{17}[\\dXx]` is any 18-digit run, `\\+?1?\\d{10,11}` any 10-11 digit run). Here each type is a regex that finds
-a candidate plus a check that decides whether it really is one: a Luhn checksum for cards; province, calendar date
-and ISO 7064 MOD 11-2 check digit for Chinese resident IDs; a digit count for phone numbers; `ipaddress` for IPv6.
-Those checks are arithmetic the regex engine cannot do, so they run in Python, but only on candidate documents:
-one Arrow (RE2) pass over the whole column finds the documents where some type *could* match (each type's
-`prefilter` is a superset of its regex), and per type another pass over just those, so most text never reaches
-Python's `re`.
+The user's spec (`redact_pii`) replaces every match of six bare regexes; they also hit years, prices, order numbers
+and version strings (`\\d{17}[\\dXx]` is any 18-digit run, `\\+?1?\\d{10,11}` any 10-11 digit run). Here each type
+is a regex that finds a candidate plus a check that decides whether it really is one: a Luhn checksum for cards;
+province, calendar date and ISO 7064 MOD 11-2 check digit for Chinese resident IDs; a digit count for phone numbers;
+`ipaddress` for IPv6. Those checks are arithmetic the regex engine cannot do, so they run in Python, but only on
+candidate documents: one Arrow (RE2) pass over the whole column finds the documents where some type *could* match
+(each type's `prefilter` is a superset of its regex), and per type another pass over just those, so most text never
+reaches Python's `re`.
 
-Types keep the seed's names (`phone_us` covers North-American and any `+country` number) plus `ipv6`.
+Types keep the spec's names (`phone_us` covers North-American and any `+country` number) plus `ipv6`.
 Placeholders: [EMAIL_REDACTED], [PHONE_REDACTED], [ID_REDACTED], [CARD_REDACTED], [IP_REDACTED]
-(the seed's `[{TYPE}_REDACTED]` spelling is one `placeholders:` override away).
+(the spec's `[{TYPE}_REDACTED]` spelling is one `placeholders:` override away).
 
 Overlaps: types run one after another in the fixed order of PII_TYPES, each on the text the earlier ones left, so
 an earlier type wins any overlap. The order is most specific first, and longer before shorter: e-mail (its local

@@ -1,4 +1,4 @@
-"""Mixture: per-source weights and epochs, applied in tokens (seed 001 §2.2.2 and §2.6.1; seed 000 §18.11).
+"""Mixture: per-source weights and epochs, applied in tokens (static weighting, as in LLaMA-1's mix).
 
 Where it runs: right after `tokenize` and right before `pack` (tokenize → mixture → pack). Weights are shares of
 the packed tokens, so they need each document's token count (`n_tokens` from tokenize); counted this way they match

@@ -1,13 +1,13 @@
 """Packing: the tokenized documents, in input order, become one continuous stream with exactly one EOS after each
 document, cut into fixed `seq_len` blocks written to `RUN/shards/` with a manifest; the last partial block is dropped
-and counted (seed 000 §18.14). The shards are verified before the stage counts as done.
+and counted (drop_last). The shards are verified before the stage counts as done.
 
 Options (the defaults keep the behaviour above):
 - `mode: bestfit` places documents whole into padded blocks instead (gpupipe.tokens.bestfit); it needs the pad
   token (`pad_token`, default `<|pad|>`) in the tokenizer: add it to the tokenize stage's `special_tokens`.
 - `megatron: true` also writes `RUN/shards/megatron/data.bin|.idx` (Megatron-LM MMIDIDX v1, one sequence per
   document with its EOS, documents in packing input order), recorded in the manifest under `megatron`.
-- `format: parquet` writes the blocks as `shards/shard-NNNNN.parquet` instead (seed 002 §5.3 Format B: one row
+- `format: parquet` writes the blocks as `shards/shard-NNNNN.parquet` instead (for Hugging Face datasets: one row
   per block, column `input_ids` a fixed-size list of `seq_len` ids of the shard dtype, zstd, `row_group_size` rows
   per row group), for `datasets.load_dataset("parquet", data_files="RUN/shards/*.parquet")` and pyarrow as is;
   the manifest says `shard_format: parquet` and lists each file's sha256; `gpupipe verify` checks them the same way.
@@ -46,7 +46,7 @@ class PackConfig(Strict):
     pad_token: str = PAD_TOKEN                     # bestfit only: the dedicated padding token, never EOS
     bestfit_window: int = Field(DEFAULT_WINDOW_DOCS, ge=1)  # bestfit only: documents placed together
     megatron: bool = False                         # also write shards/megatron/data.bin|.idx
-    format: Literal["bin", "parquet"] = "bin"      # parquet: seed 002 §5.3 Format B instead of .bin shards
+    format: Literal["bin", "parquet"] = "bin"      # parquet: one row per block instead of .bin shards
     row_group_size: int = Field(PARQUET_ROW_GROUP_SIZE, ge=1)  # parquet only: blocks per row group
 
     @model_validator(mode="after")

@@ -148,7 +148,7 @@ class Tokenize(PhasedStage):
         tokens = pa.ListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(ids, pa.uint32()))
         n = np.diff(offsets).astype(np.int64)
         chars = df["text"].str.len().to_numpy(dtype=np.int64, na_value=0)
-        # seed 002 §5.2 tokenize_and_stats: token_count, char_count, compression_ratio (characters per token; 0 for
+        # Per-document stats: token_count, char_count, compression_ratio (characters per token; 0 for
         # a document without tokens, which reasons() removes). `n_tokens` stays: mixture and old runs read it.
         ratio = np.divide(chars, n, out=np.zeros(len(n)), where=n > 0)
         return df.assign(tokens=pd.Series(pd.arrays.ArrowExtensionArray(tokens), index=df.index),

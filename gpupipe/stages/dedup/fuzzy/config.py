@@ -14,13 +14,13 @@ SEARCH_MAX_PERM = 4096
 
 class FuzzyDedupConfig(Strict):
     num_perm: int = Field(128, ge=1, le=MAX_PERM)
-    word_k: int = Field(5, ge=1)    # seed 002: 5-word shingles
-    char_k: int = Field(3, ge=1)    # seed 002: 3-character shingles for Chinese (ngram_size_zh)
+    word_k: int = Field(5, ge=1)    # 5-word shingles (the user's spec)
+    char_k: int = Field(3, ge=1)    # 3-character shingles for Chinese
     threshold: float = Field(0.8, gt=0.0, le=1.0)
     bands: int | None = Field(None, ge=1)   # bands × rows given, or chosen from the threshold (FP/FN areas)
     rows: int | None = Field(None, ge=1)
     # Recall-leaning (12 x 10 at 0.8 / 128): the exact Jaccard check below removes the extra candidates this
-    # admits. Without `verify`, datasketch's equal weights (9 x 13, seed 002's choice) are the usual pick.
+    # admits. Without `verify`, datasketch's equal weights (9 x 13, also the spec's setting) are the usual pick.
     fp_weight: Fraction = 0.2
     fn_weight: Fraction = 0.8
     cjk_langs: list[str] = ["zh", "ja", "ko"]   # `lang` values shingled by characters
