@@ -27,7 +27,7 @@ TRIM_CHARS = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u
 
 
 class ExactDedupConfig(Strict):
-    fold_whitespace: bool = True   # seed 000 §18.6: " ".join(text.split()) before hashing, so spacing can't hide a copy
+    fold_whitespace: bool = True   # " ".join(text.split()) before hashing, so spacing can't hide a copy
 
 
 def folded_text(text):

@@ -15,7 +15,7 @@ The script language of a text, where CJK characters (Han, kana, Hangul) are at l
   particles and inflections in kana, typically 40-70 % of its CJK characters (72 % on the ClueWeb09-ja pages of
   the benchmark);
 - `zh` when kana is under ZH_KANA_SHARE (5 %): Han without kana is not Japanese (lid.176 often says `ja` for
-  Traditional or Classical Chinese and for short Chinese, seed 001 §2.3.2); the 5 % leaves room for a stray の or
+  Traditional or Classical Chinese and for short Chinese); the 5 % leaves room for a stray の or
   a kaomoji's ノ in Chinese web text;
 - either in between (ZH_OR_JA): Chinese or Japanese (a Chinese article quoting Japanese titles, Japanese dense
   with kanji): fastText's zh or ja stands, any other label becomes zh.

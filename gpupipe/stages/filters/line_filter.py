@@ -1,17 +1,18 @@
-"""Line filter (seed 002 §2.3 LINE_FILTERS): removes boilerplate LINES from documents, vectorized with Arrow.
+"""Line filter (the user's spec's line rules: navigation, social-media and boilerplate regexes, short lines,
+all-caps lines): removes boilerplate LINES from documents, vectorized with Arrow.
 
 All lines of a partition are judged at once: texts are split on "\\n" into one list array, each rule runs on the
 flattened line array with Arrow regex/length kernels, and the texts are rebuilt from the lines that remain
 (ListArray + binary_join). No Python loop runs per line or per document.
 
 Rules, in this order; a line goes to the first rule that hits it, so it is counted once:
-  1. the regex rules of `patterns`, in their config order (seed: nav_elements, social_media, boilerplate),
+  1. the regex rules of `patterns`, in their config order (default: nav_elements, social_media, boilerplate),
      searched anywhere in the line (anchor with ^ as nav_elements does);
-  2. short_lines: fewer than `short_lines_min_words` words. Words are whitespace-separated tokens as in the seed's
+  2. short_lines: fewer than `short_lines_min_words` words. Words are whitespace-separated tokens as in the spec's
      `line.split()`, except that each Han/kana character is one word (Chinese and Japanese have no spaces, so a
      12-character Chinese sentence is 12 words, not 1) and CJK punctuation is none;
-  3. all_uppercase: at least `all_uppercase_min_chars` characters (the seed's len > 10), and every cased letter
-     upper-case; a line without cased letters (digits, Chinese) is never "upper-case" (the seed's
+  3. all_uppercase: at least `all_uppercase_min_chars` characters (the spec's len > 10), and every cased letter
+     upper-case; a line without cased letters (digits, Chinese) is never "upper-case" (the spec's
      `line == line.upper()` would remove every long Chinese line).
 
 Rules judge a line without its leading/trailing whitespace. Blank lines are paragraph breaks, not content: no rule

@@ -1,4 +1,4 @@
-"""URL stages (seed 002 §2.1 and §3.1): `url_filter` (blacklist + domain tiers) and `url_dedup` (one document per
+"""URL stages: `url_filter` (blacklist + domain tiers) and `url_dedup` (one document per
 normalized URL, the first in input order).
 
 Both judge the normalized URL. `normalize_url` is the reference, one URL at a time; `normalize_url_array` does the
@@ -29,7 +29,8 @@ from gpupipe.config_base import Strict
 from gpupipe.stages.base import Applied, MapStage
 from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage, all_but_first
 
-# Seed 002 §2.1, as given. They are crude (r"register" also hits ".../wiki/Cash_register"); tune per run.
+# The user's spec's blacklist (adult, spam, login/signup, legal pages, non-HTML files), as given. They are crude
+# (r"register" also hits ".../wiki/Cash_register"); tune per run.
 SEED_BLACKLIST = [
     r"\.xxx$", r"\.porn$",
     r"buy.*cheap", r"viagra",
@@ -314,8 +315,8 @@ class UrlDedupConfig(UrlNormConfig):
 class UrlDedup(GlobalStage):
     """One document per normalized URL: the first in input order (smallest `doc_index`) stays, whatever the
     partitioning. Keys are the `text_hash` (128 bits) of the normalized URL; documents without a URL have no key, so
-    they are never URL duplicates. The seed's Bloom filter would also drop ~0.1% of unique pages (false positives)
-    and keep whichever copy a worker saw first; exact keys through the exchange do neither."""
+    they are never URL duplicates. The user's spec's Bloom filter would also drop ~0.1% of unique pages (false
+    positives) and keep whichever copy a worker saw first; exact keys through the exchange do neither."""
 
     name = "url_dedup"
     Config = UrlDedupConfig
