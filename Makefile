@@ -9,7 +9,7 @@ DEMO_WARC := data/synthetic/crawl.warc.gz
 TINY_MODEL := models/tiny-classifier
 
 # `make demo`'s install: the base dependencies alone, wheels only (no compiler, no torch, no extra; the README's
-# promise, and tests/test_install.py checks this recipe names no extra).
+# promise, and tests/e2e/test_install.py checks this recipe names no extra).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# --no-compile: no bytecode for every file of every dependency (half the install's time); Python writes it

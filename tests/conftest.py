@@ -1,9 +1,9 @@
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpupipe.backend import gpu_status
+from tests.helpers import write_config
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,14 +25,6 @@ def synth_crawl(tmp_path_factory) -> dict:
     return write_synthetic_crawl(out, docs=120, seed=7)
 
 
-def write_config(path: Path, **overrides) -> Path:
-    """configs/default.yaml with top-level keys replaced: a test's own config on disk."""
-    cfg = yaml.safe_load(Path(__file__).parent.parent.joinpath("configs/default.yaml").read_text())
-    cfg.update(overrides)
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
 @pytest.fixture
 def config_file(tmp_path, synth_crawl):
     def make(**overrides) -> Path:
@@ -45,7 +37,7 @@ def config_file(tmp_path, synth_crawl):
 @pytest.fixture(scope="module")
 def model_stage():
     """A langid stage with lid.176 loaded, once per test module; tests swap configs on its model
-    (tests/test_langid.py `_with`)."""
+    (tests.helpers.langid_with)."""
     from gpupipe.stages.base import RunContext
     from gpupipe.stages.filters.langid import LangId, LangIdConfig
 

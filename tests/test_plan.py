@@ -10,7 +10,7 @@ from gpupipe.plan import GROUPS, parse_tokens, plan_builtin, plan_from_run
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, synth_crawl):
-    from conftest import write_config
+    from tests.helpers import write_config
 
     tmp = tmp_path_factory.mktemp("plan")
     cfg = write_config(tmp / "c.yaml", input={"path": synth_crawl["warc"]}, output=str(tmp / "run"))

@@ -1,0 +1,76 @@
+"""The local executor's threads (run/executors.py): the tasks of a global stage's phases run two at a time, for
+real (no turn-taking: tests/helpers/interleave.py proves the hooks keep no state), with results in input order, errors
+raised, and the run's files byte-identical to one thread."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupipe.cli import main
+from gpupipe.run.executors import LocalExecutor, numba_takes_threads
+from tests.helpers import near_copy_texts, write_jsonl
+
+
+def test_stateless_tasks_run_at_once_and_come_back_in_order():
+    both = threading.Barrier(2, timeout=60)   # passes only when two tasks run at the same time
+    seen = []
+
+    def task(i: int, delay: float) -> int:
+        if i < 2:
+            both.wait()
+        time.sleep(delay)
+        seen.append(threading.current_thread().name)
+        return i * 10
+
+    ex = LocalExecutor(threads=2)
+    done = []
+    assert ex.map(task, range(6), [0.05, 0.0, 0.03, 0.0, 0.02, 0.0], progress=done.append, stateless=True) == \
+        [0, 10, 20, 30, 40, 50]
+    assert len(done) == 6 and len(set(seen)) == 2 and all(n.startswith("gpupipe-task") for n in seen)
+    # not stateless (a map chain), or one thread: one task at a time, on this thread
+    names = ex.map(lambda i: threading.current_thread().name, range(3))
+    assert names == [threading.current_thread().name] * 3
+    assert LocalExecutor().map(lambda i: threading.current_thread().name, range(3), stateless=True) == names
+
+
+def test_a_failing_task_raises_and_the_tasks_not_started_never_run():
+    ran = []
+
+    def task(i: int) -> int:
+        ran.append(i)
+        if i == 1:
+            raise ValueError("partition 1 is bad")
+        time.sleep(0.2)
+        return i
+
+    # 400 tasks of 0.2 s on 2 threads: all of them would run only if the error were never acted on
+    with pytest.raises(ValueError, match="partition 1 is bad"):
+        LocalExecutor(threads=2).map(task, range(400), stateless=True)
+    assert len(ran) < 400
+
+
+def _run(tmp: Path, name: str, src: Path, workers: int) -> Path:
+    cfg = {"input": {"path": str(src)}, "output": str(tmp / name), "device": "cpu",
+           "executor": {"kind": "local", "workers": workers, "partition_docs": 7, "shuffle_buckets": 3},
+           "stages": [{"exact_dedup": {}}, {"fuzzy_dedup": {}}, {"substring_dedup": {"group_bytes": 20000}},
+                      {"url_dedup": {}}, {"tokenize": {"vocab_size": 300}}, {"pack": {"seq_len": 32}}]}
+    (tmp / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp / f"{name}.yaml")]) == 0
+    return tmp / name
+
+
+def test_two_threads_write_the_same_bytes_as_one(tmp_path):
+    assert numba_takes_threads()   # omp or tbb here; a workqueue-only numba would run the tasks one at a time
+    texts = near_copy_texts(60, 8)
+    texts += [texts[5], texts[33] + " " + texts[9][:300]]   # an exact copy and a shared long substring
+    src = write_jsonl(tmp_path / "in.jsonl", texts)
+    one, two = _run(tmp_path, "one", src, 1), _run(tmp_path, "two", src, 2)
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file() and p.suffix in (".parquet", ".bin",
+                                                                                                ".jsonl"))
+    assert len([f for f in files if f.parts[0] == "stages" and f.name.startswith("part-")]) > 20
+    for f in files:
+        assert (one / f).read_bytes() == (two / f).read_bytes(), f
+    assert (one / "shards" / "manifest.json").read_bytes() == (two / "shards" / "manifest.json").read_bytes()
