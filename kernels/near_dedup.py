@@ -220,6 +220,13 @@ def same_bytes(data, offsets, ia, ib) -> np.ndarray:
     return out
 
 
+def reaches_threshold(jac, threshold: float):
+    """Near dedup's cut, made here only (this chain and the fuzzy_dedup station's verify): an edge stays where the
+    Jaccard similarity of its documents' shingle sets reaches the threshold, jac >= threshold (numpy or CuPy), so
+    a pair of identical texts (Jaccard 1) always stays."""
+    return jac >= threshold
+
+
 def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: str = "cpu"):
     """The edges (u, v) whose documents' shingle sets have a Jaccard similarity >= the threshold; the shingle sets
     are made for the candidate documents only. On the CPU, pairs of identical texts (Jaccard 1 by definition; most
@@ -233,9 +240,10 @@ def verified_edges(data, offsets, cjk, doc, u, v, params: ChainParams, device: s
     cand = xp.unique(xp.concatenate([cu, cv]))
     flat, set_offsets = candidate_sets(data, offsets, cjk, _rows_of(doc, cand), params, device)
     keep = ~check
-    keep[check] = jaccard(flat, set_offsets, xp.searchsorted(cand, cu), xp.searchsorted(cand, cv)) >= params.threshold
+    jac = jaccard(flat, set_offsets, xp.searchsorted(cand, cu), xp.searchsorted(cand, cv))
+    keep[check] = reaches_threshold(jac, params.threshold)
     return u[keep], v[keep]
 
 
-__all__ = ["ChainParams", "near_duplicate_clusters", "device_band_keys", "verified_edges", "candidate_sets",
-           "same_bytes"]
+__all__ = ["ChainParams", "near_duplicate_clusters", "device_band_keys", "reaches_threshold", "verified_edges",
+           "candidate_sets", "same_bytes"]

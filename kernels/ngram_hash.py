@@ -53,6 +53,7 @@ from numba import prange
 from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61
 from ._cuda import raw_module
+from .script_class import CJK, is_cjk
 from .strings import check_buffers
 # Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
 from .minhash import _gpu_batches, _gpu_params, _gpu_params_on_device  # noqa: F401
@@ -304,24 +305,21 @@ def _grams_in_place(data, offsets, cjk, ks, sep_table, scratch, counts):
                 s = _roll(s, leaving, units[i + k], drop)
 
 
-# Chinese, Japanese and Korean letters (radicals, kana, bopomofo, hangul, ideographs and their
-# extensions); the ideographic punctuation U+3000..U+303F is a separator, not a letter.
-CJK_RANGES = ((0x2E80, 0x2FDF), (0x3040, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
-              (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0x20000, 0x3FFFF))  # planes 2-3: ideographs
+CJK_RANGES = CJK   # a CJK letter (kernels/script_class.py); the CJK punctuation U+3000..U+303F is a separator first
 
 
 @njit(cache=True, inline="always")
 def _is_cjk(data, i, n):
+    """Whether the well-formed n-byte UTF-8 sequence at data[i] is a CJK letter (every one is 3 or 4 bytes)."""
     if n < 3:
         return False
+    b0 = np.int64(data[i])
     if n == 3:
-        cp = ((np.int64(data[i]) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) \
-            | (np.int64(data[i + 2]) & 0x3F)
-        return ((0x2E80 <= cp <= 0x2FDF) or (0x3040 <= cp <= 0x31FF) or (0x3400 <= cp <= 0x4DBF)
-                or (0x4E00 <= cp <= 0x9FFF) or (0xA960 <= cp <= 0xA97F) or (0xAC00 <= cp <= 0xD7AF)
-                or (0xF900 <= cp <= 0xFAFF))
-    plane = ((np.int64(data[i]) & 0x07) << 2) | ((np.int64(data[i + 1]) & 0x30) >> 4)
-    return plane == 2 or plane == 3
+        cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+    else:
+        cp = (((b0 & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6)
+              | (np.int64(data[i + 3]) & 0x3F))
+    return is_cjk(cp)
 
 
 @njit(parallel=True, cache=True)

@@ -9,7 +9,8 @@ Input: ``data`` uint8 (an Arrow value buffer, UTF-8), ``offsets`` int32/int64 (n
 code points first (an invalid byte counts as U+FFFD), so every length is Python's ``len`` (code points).
 
 Character classes come from one table per process (``char_table``), built from Python's ``unicodedata``:
-whitespace = ``str.isspace``, letters = ``str.isalpha``, punctuation = category P*, and so on (see the C_* bits).
+whitespace = ``str.isspace``, letters = ``str.isalpha``, punctuation = category P*, and so on (see the C_* bits);
+the CJK and Han characters are kernels/script_class.py's classes.
 
 Words ("tokens") imitate the English word tokenizer that datatrove's filters use (spaCy's rule-based English
 tokenizer, see datatrove.utils.word_tokenizers), because datatrove is the reference our decisions are checked
@@ -50,8 +51,10 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import script_class
 from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61
+from .script_class import CJK, HAN, ranges_mask
 
 # ----------------------------------------------------------------------------------------------------------------
 # Character classes (one uint32 of bits per code point)
@@ -64,8 +67,8 @@ C_LOWER = 1 << 3        # lowercase letter, or a letter without case (spaCy's AL
 C_UPPER = 1 << 4        # uppercase letter, or a letter without case
 C_PUNCT = 1 << 5        # Unicode category P* (spaCy's is_punct; zh punctuation ratio)
 C_SYMBOL = 1 << 6       # P*, ASCII symbols ($+<=>^`|~) or a control: a word of only these is "not a word" (Gopher)
-C_CJK = 1 << 7          # Han, kana or hangul: one word per character
-C_HAN = 1 << 8          # Han ideographs (the zh "Chinese character" ratio)
+C_CJK = 1 << 7          # Han, kana or hangul (script_class.CJK): one word per character
+C_HAN = 1 << 8          # Han (script_class.HAN: the zh "Chinese character" ratio)
 C_TERM = 1 << 9         # sentence-final punctuation (FineWeb line endings, sentence splitting)
 C_PREFIX = 1 << 10      # split off the front of a word
 C_SUFFIX = 1 << 11      # split off the end of a word
@@ -93,17 +96,6 @@ _LINEBREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _ASCII_SYMBOLS = "$+<=>^`|~"
 
 
-def _cjk_kind(cp: int) -> int:
-    """C_CJK | C_HAN for Han ideographs, C_CJK for kana and hangul, 0 otherwise."""
-    if 0x2E80 <= cp <= 0x2FDF or 0x3400 <= cp <= 0x4DBF or 0x4E00 <= cp <= 0x9FFF or 0xF900 <= cp <= 0xFAFF \
-            or 0x20000 <= cp <= 0x323AF or cp in (0x3005, 0x3007):
-        return C_CJK | C_HAN
-    if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F \
-            or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F or 0xA960 <= cp <= 0xA97F or 0xAC00 <= cp <= 0xD7FF:
-        return C_CJK if unicodedata.category(chr(cp))[0] == "L" else 0
-    return 0
-
-
 def _common_han() -> list[int]:
     """Han characters of GB2312 (6,763: simplified) and Big5 (13,060: traditional), from Python's own codecs."""
     out: set[int] = set()
@@ -124,10 +116,11 @@ def char_table() -> np.ndarray:
     """The class bits of every code point (0x110000 uint32, ~4 MB).
 
     Building it takes about a second (a Python loop over every code point), so it is built once per install and
-    kept beside numba's cache, named by what it depends on: this file's source, Python's version and its Unicode
-    database version. A missing, unreadable or unwritable cache only means building it again."""
-    key = hashlib.sha256(Path(__file__).read_bytes() + f"{sys.version_info[:2]} {unicodedata.unidata_version}"
-                         .encode()).hexdigest()[:16]
+    kept beside numba's cache, named by what it depends on: this file's and script_class.py's sources, Python's
+    version and its Unicode database version. A missing, unreadable or unwritable cache only means building it
+    again."""
+    sources = Path(__file__).read_bytes() + Path(script_class.__file__).read_bytes()
+    key = hashlib.sha256(sources + f"{sys.version_info[:2]} {unicodedata.unidata_version}".encode()).hexdigest()[:16]
     path = Path(numba.config.CACHE_DIR or Path(__file__).parent / "__pycache__") / f"char_table-{key}.npy"
     try:
         t = np.load(path)
@@ -183,14 +176,12 @@ def _build_char_table() -> np.ndarray:
         if k not in "PSZC" and not c.isspace():
             bits |= C_WORDCHAR
         t[i] = bits
-    for i in range(0x2E80, 0x323B0):
-        t[i] |= _cjk_kind(i)
+    t[ranges_mask(CJK)] |= C_CJK
+    t[ranges_mask(HAN)] |= C_HAN
     t[(t & C_ALPHA) != 0] |= C_SP_ALPHA
     for a, b in ((0x2E80, 0x2FFF), (0x3000, 0x303F), (0x31C0, 0x31EF), (0x3200, 0x33FF), (0xF900, 0xFAFF),
                  (0xFE30, 0xFE4F), (0x1F200, 0x1F2FF)):
         t[a:b + 1] |= C_SP_ALPHA | C_LOWER | C_UPPER
-    t[0x3005] |= _cjk_kind(0x3005)
-    t[0x3007] |= _cjk_kind(0x3007)
     for s, bit in ((_AFFIX_PUNCT, C_PREFIX | C_SUFFIX), (_QUOTES, C_PREFIX | C_SUFFIX | C_QUOTE),
                    (_CURRENCY, C_PREFIX), (_PREFIX_ONLY, C_PREFIX), (_SUFFIX_ONLY, C_SUFFIX),
                    (_TERMINALS, C_TERM), (_LINEBREAKS, C_LINEBREAK), (_ASCII_SYMBOLS, C_SYMBOL)):

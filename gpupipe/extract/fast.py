@@ -39,6 +39,8 @@ from itertools import repeat
 
 from selectolax.lexbor import LexborHTMLParser
 
+from gpupipe.kernels.script_class import CJK_TEXT, regex_class
+
 # Never main text. (form is not here: some sites wrap the whole page in one; its controls are.)
 DROP_TAGS = ["script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object", "embed",
              "video", "audio", "map", "picture", "img", "button", "select", "option", "textarea", "input", "label",
@@ -101,7 +103,7 @@ LEAD_GAP = 300
 LINK_OWN_CHARS = 50
 # a CJK character counts as this many characters in the length tests (one carries about a word's worth)
 CJK_WEIGHT = 3
-CJK_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+CJK_RE = re.compile(regex_class(CJK_TEXT, "python"))   # CJK text, punctuation included (kernels/script_class.py)
 WS_RE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
 NL_RE = re.compile(r" *\n[\s]*")
 

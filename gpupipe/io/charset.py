@@ -31,6 +31,8 @@ import re
 import threading
 from typing import NamedTuple
 
+from gpupipe.kernels.script_class import CJK_TEXT_CORE, regex_class
+
 SOURCES = ("bom", "http", "meta", "detected", "fallback")
 DEFAULT_MAX_REPLACED = 0.01
 # The share of a page's bytes that step 5 may replace; the read stage sets it from `input.max_replaced_share`.
@@ -328,7 +330,7 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 # What bytes 0x80-0xFF become in windows-1252 and its Latin siblings; two or more in a row are rare in Latin
 # text ("café", "Übersicht"; NBSP runs are left out) and the norm when UTF-8 or a CJK encoding is read as one of them ("Ã©", "ÖÐÎÄ").
 _LATIN_RUN = re.compile(r"[\u0080-\u009f\u00a1-\u024f\u02c6\u02dc\u2013-\u203a\u20ac\u2122]{2,}")
-_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_CJK = re.compile(regex_class(CJK_TEXT_CORE, "python"))   # what CJK pages are made of (kernels/script_class.py)
 _CJK_CODECS = ("gb18030", "big5hkscs", "cp932", "euc_jp", "cp949")
 MOJIBAKE_MIN_RUN_CHARS = 8
 

@@ -17,6 +17,8 @@ import re
 import string
 from dataclasses import dataclass
 
+from gpupipe.kernels.script_class import HAN, in_class
+
 TOPICS = ("science", "travel", "cooking", "history", "technology", "sports")
 TOPICS_PER_ARTICLE = 2
 
@@ -911,8 +913,9 @@ def _vocabulary(code: str) -> tuple[str, ...]:
 
 
 def _editable(token: str, code: str) -> bool:
-    # Only touch real words / CJK characters so punctuation and sentence ends survive.
-    return "\u4e00" <= token <= "\u9fff" if code == "zh" else token.isalpha()
+    # Only touch real words / Han characters (a Chinese token is one character) so punctuation and sentence ends
+    # survive.
+    return in_class(ord(token), HAN) if code == "zh" else token.isalpha()
 
 
 def near_duplicate(text: str, code: str, rng: random.Random) -> str:
