@@ -374,6 +374,7 @@ def test_pipeline_with_device_frames_in_gpu_native_stages_gives_the_same_bytes(t
     """The GPU data flow, simulated on the CPU: GPU-native stages get "device" frames (the pandas stand-in), run
     the same code on them, and their output crosses to the host to be written. Shards and parts are unchanged."""
     from gpupipe.io.parts import read_part
+    from gpupipe.run import tasks
     from gpupipe.stages import base
     from gpupipe.stages.dedup import global_stage
 
@@ -385,7 +386,7 @@ def test_pipeline_with_device_frames_in_gpu_native_stages_gives_the_same_bytes(t
         return FakeDeviceFrame(df) if device == "gpu" else df
 
     monkeypatch.setattr(base.Stage, "frame_device", lambda self: "gpu" if self.gpu_native else "cpu")
-    monkeypatch.setattr(base, "read_frame", read_frame)
+    monkeypatch.setattr(tasks, "read_frame", read_frame)
     monkeypatch.setattr(global_stage, "read_frame", read_frame)
     simulated = _run(tmp_path, "simulated", src)
 

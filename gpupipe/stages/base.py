@@ -215,6 +215,11 @@ class MapStage(Stage):
         df = self.transform(df)
         return Applied(df, self.reasons(df))
 
+    def run_partition(self, df, info: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, StageStats]:
+        """One partition in this process, as the engine runs it but writing nothing: (kept, rejects, stats). For
+        tests and benchmarks; the stage must be set up (`setup`) first."""
+        return self.process_outputs(df, info)[:3]
+
     def partition_outputs(self, df: pd.DataFrame, info: Any = None
                           ) -> tuple[pd.DataFrame, pd.DataFrame, StageStats, dict[str, Any]]:
         """(kept, rejects, stats, side tables) of one partition: `apply_partition`, then the drop and its

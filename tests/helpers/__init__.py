@@ -13,6 +13,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]   # the repository
 
 
+def set_up(stage):
+    """A stage as a worker holds it: set up (models, tables loaded)."""
+    stage.setup()
+    return stage
+
+
+def stage_dir(out: Path):
+    """The StageDir of a stage whose folder is `out` (its run directory: the folder above)."""
+    from gpupipe.run.rundir import StageDir
+
+    return StageDir(Path(out), Path(out).parent)
+
+
+def run_stage(stage, inputs: list[Path], out: Path, executor=None, prev: Path | None = None):
+    """One stage over its input parts through the engine (`run/phases.run_stage`), into `out`: its StageStats."""
+    from gpupipe.run.executors import LocalExecutor
+    from gpupipe.run.phases import run_stage as engine_run_stage
+
+    return engine_run_stage(stage, executor or LocalExecutor(), list(inputs), stage_dir(out),
+                            stage_dir(prev) if prev is not None else None)
+
+
 def write_config(path: Path, **overrides) -> Path:
     """configs/default.yaml with top-level keys replaced: a test's own config on disk."""
     import yaml

@@ -16,8 +16,9 @@ import pandas as pd
 
 from gpupipe.io.parts import read_part, write_part
 from gpupipe.run.executors import LocalExecutor
-from gpupipe.stages import base, phases
-from gpupipe.stages.base import RunContext, StageJob
+from gpupipe.run import phases, tasks
+from gpupipe.stages import base
+from gpupipe.stages.base import RunContext
 
 WAIT_S = 120
 
@@ -83,7 +84,7 @@ class PingPong:
 class InterleavingExecutor(LocalExecutor):
     """LocalExecutor, except that the tasks of `threaded` functions run two at a time, taking turns."""
 
-    def __init__(self, pp: PingPong, threaded=(phases.apply_task, base.map_partition_task)):
+    def __init__(self, pp: PingPong, threaded=(phases.apply_task, tasks.map_partition_task)):
         super().__init__()
         self.pp, self.threaded = pp, threaded
 
@@ -112,8 +113,10 @@ def outputs(out: Path) -> dict[str, pd.DataFrame]:
 
 
 def run_stage(stage, inputs: list[Path], out: Path, executor) -> dict:
-    base._WORKER_STAGES.clear()
-    stats = stage.execute(StageJob(executor, inputs[0].parent, inputs, out, stage.ctx))
+    from tests.helpers import run_stage as engine_run_stage
+
+    tasks._WORKER_STAGES.clear()
+    stats = engine_run_stage(stage, inputs, out, executor)
     stats.task_seconds = []   # timings differ from run to run; the counts must not
     d = stats.to_dict(stage.name, 1.0)
     d["extra"] = {k: v for k, v in d["extra"].items() if not (k.startswith("peak_") or k.endswith(("_ms", "_s")))}
@@ -125,10 +128,10 @@ def check_interleaved(stage, inputs: list[Path], tmp: Path, monkeypatch, gate: l
     stats. gate: (module, function name) pairs to switch turns at, besides the partition runner's own points."""
     alone = run_stage(stage, inputs, tmp / "alone", LocalExecutor())
     pp = PingPong()
-    for module, attr in [(base, "read_frame"), (base, "text_bytes"), *gate]:
+    for module, attr in [(tasks, "read_frame"), (base, "text_bytes"), *gate]:
         monkeypatch.setattr(module, attr, pp.gated(getattr(module, attr)))
     together = run_stage(stage, inputs, tmp / "together", InterleavingExecutor(pp))
-    shared = [s for s in base._WORKER_STAGES.values() if s.name == stage.name]
+    shared = [s for s in tasks._WORKER_STAGES.values() if s.name == stage.name]
     assert len(shared) == 1, "the tasks should have shared one cached worker instance"
     assert pp.switches >= 4 * (len(inputs) // 2), "the two threads did not take turns"
     a, b = outputs(tmp / "alone"), outputs(tmp / "together")

@@ -25,6 +25,7 @@ from gpupipe.io.charset import (
 from gpupipe.io.readers import iter_records
 from gpupipe.io.records import Rejected
 from gpupipe.stages.read import read_file_task
+from tests.helpers import stage_dir
 
 ZH = ["国家统计局今天发布数据显示，今年前三季度国内生产总值同比增长百分之五点二，增速比上半年略有回落。",
       "专家表示，随着一系列稳增长政策落地见效，第四季度经济有望继续保持平稳运行。",
@@ -281,7 +282,7 @@ def test_folder_of_undeclared_chinese_pages(tmp_path, detector):
         == [("decode_error", "mixed.html")]  # only bytes that fit nothing
 
     out = tmp_path / "out"
-    stats = read_file_task(0, str(root), "html_dir", "text", "web", (1000, 1 << 30), out)
+    stats = read_file_task(0, str(root), "html_dir", "text", "web", (1000, 1 << 30), stage_dir(out))
     n = len(want) - 1
     assert stats["removed"] == {"decode_error": 1}
     assert {k: v for k, v in stats["extra"].items() if k.startswith(("charset", "mojibake"))} == {
@@ -305,7 +306,7 @@ def test_flagged_pages_reach_the_audit_sample(tmp_path):
     for i in range(3):   # declared latin-1, holding GBK bytes: read as the browser shows them, flagged
         (root / f"bad-{i}.html").write_bytes(page(ZH[i:] + ZH[:i], '<meta charset="iso-8859-1">').encode("gbk"))
     out = tmp_path / "00-read"
-    stats = read_file_task(0, str(root), "html_dir", "text", "web", (1000, 1 << 30), out)
+    stats = read_file_task(0, str(root), "html_dir", "text", "web", (1000, 1 << 30), stage_dir(out))
     assert stats["extra"]["mojibake_suspect"] == 3
     samples, info = draw_sample(out, size=4, seed=1)
     flagged = [s for s in samples if s["sample_id"].split(":")[1].startswith("m")]

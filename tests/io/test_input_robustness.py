@@ -144,7 +144,7 @@ def test_markdown_folder_counts_its_stray_files(tmp_path):
     docs.mkdir()
     (docs / "guide.md").write_text("# Guide\n\nText.")
     (docs / "diagram.png").write_bytes(b"\x89PNG")
-    read = ReadStage(InputConfig(path=[str(docs)]), RunContext(), (100, 2**27))
+    read = ReadStage.of(InputConfig(path=[str(docs)]), RunContext(), (100, 2**27))
     assert list(zip(read.files, read.formats)) == [(str(docs), "markdown_dir"),
                                                    (str(docs / "diagram.png"), "unsupported")]
 

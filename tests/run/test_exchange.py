@@ -13,12 +13,13 @@ import pytest
 from gpupipe.run.executors import LocalExecutor
 from gpupipe.run import exchange as exchange_mod
 from gpupipe.stages import STAGES, base
-from gpupipe.stages.base import MapStage, RunContext, StageJob
+from gpupipe.run import tasks
+from gpupipe.stages.base import MapStage, RunContext
 from gpupipe.stages.dedup.exact import ExactDedup
 from gpupipe.run.exchange import Exchange
 from gpupipe.stages.dedup.fuzzy import FuzzyDedup
 from gpupipe.stages.dedup.substring import SubstringDedup
-from tests.helpers import near_copy_texts
+from tests.helpers import near_copy_texts, run_stage
 from tests.helpers.interleave import assert_no_partition_state, check_interleaved, write_parts
 
 
@@ -32,7 +33,7 @@ def _rows(rng, n: int, producer: int) -> pd.DataFrame:
 def test_one_file_per_producer_and_each_destination_gets_exactly_its_rows(tmp_path, monkeypatch, rows_per_group):
     monkeypatch.setattr(exchange_mod, "ROWS_PER_GROUP", rows_per_group)  # 3: a destination spans batches
     rng = np.random.default_rng(5)
-    ex = Exchange(tmp_path)
+    ex = Exchange(tmp_path / "ex")
     sent = {}
     for p, n in enumerate([40, 0, 17, 1, 60]):            # an empty producer too
         rows = _rows(rng, n, p)
@@ -59,7 +60,7 @@ def test_one_file_per_producer_and_each_destination_gets_exactly_its_rows(tmp_pa
 
 
 def test_keyed_files_and_reset(tmp_path):
-    ex = Exchange(tmp_path)
+    ex = Exchange(tmp_path / "ex")
     ex.put("bands", 3, pd.DataFrame({"a": [1, 2]}))
     ex.put("bands", 1, pd.DataFrame({"a": [5]}))
     assert ex.keys("bands") == [1, 3] and ex.get("bands", 3)["a"].tolist() == [1, 2]
@@ -90,7 +91,7 @@ def test_exact_dedup_exchange_is_one_file_per_partition_and_per_bucket(tmp_path,
     inputs = write_parts(tmp_path / "in", _frames(near_copy_texts(60, 1) + near_copy_texts(20, 1), n))
     seen = _kept_exchange(monkeypatch)
     stage = ExactDedup(ExactDedup.Config(), RunContext(shuffle_buckets=b))
-    stats = stage.execute(StageJob(LocalExecutor(), tmp_path / "in", inputs, tmp_path / "out", stage.ctx))
+    stats = run_stage(stage, inputs, tmp_path / "out")
     assert stats.removed == {"exact_duplicate": 20}
     assert _by_folder(seen[0]) == {"keys": n, "removals": b}       # n + b files, not n × b + b × n
 
@@ -100,14 +101,15 @@ def test_fuzzy_dedup_exchange_is_bounded(tmp_path, monkeypatch):
     inputs = write_parts(tmp_path / "in", _frames(near_copy_texts(80, 2), n))
     seen = _kept_exchange(monkeypatch)
     stage = FuzzyDedup(FuzzyDedup.Config(band_groups=2), RunContext(shuffle_buckets=b))
-    stats = stage.execute(StageJob(LocalExecutor(), tmp_path / "in", inputs, tmp_path / "out", stage.ctx))
+    stats = run_stage(stage, inputs, tmp_path / "out")
     assert stats.removed == {"near_duplicate": 40}
     got = _by_folder(seen[0])
     assert got["bands"] == n and got["keys-g000"] == got["keys-g001"] == n and got["removals"] == 1
     assert got["edges-g000"] <= b and got["edges-g001"] <= b and got["shingles"] <= n and got["candidates"] == 1
     assert got["pairs"] == 1    # every partition pair's candidate edges, as destinations of one file
-    assert 1 <= got["sample-texts"] <= n   # the apply phase's side tables: sampled clusters' texts
-    assert sum(got.values()) <= 5 * n + 2 * b + 3
+    assert "sample-texts" not in got   # the sampled clusters' texts: side tables beside the parts, then removed
+    assert not (tmp_path / "out" / "sample-texts").exists() and (tmp_path / "out" / "clusters_sample.jsonl").is_file()
+    assert sum(got.values()) <= 5 * n + 2 * b + 2
 
 
 def test_fuzzy_dedup_verifies_two_partitions_at_a_time(tmp_path, monkeypatch):
@@ -121,7 +123,7 @@ def test_fuzzy_dedup_verifies_two_partitions_at_a_time(tmp_path, monkeypatch):
     real = fuzzy_stage.sets_of_tables
     monkeypatch.setattr(fuzzy_stage, "sets_of_tables", lambda tables: loaded.append(len(tables)) or real(tables))
     stage = FuzzyDedup(FuzzyDedup.Config(), RunContext(shuffle_buckets=3))
-    stats = stage.execute(StageJob(LocalExecutor(), tmp_path / "in", inputs, tmp_path / "out", stage.ctx))
+    stats = run_stage(stage, inputs, tmp_path / "out")
     assert stats.removed == {"near_duplicate": 40} and stats.extra["verified_edges"] > 0
     assert loaded and max(loaded) <= 2 and len(loaded) > 1
 
@@ -132,7 +134,7 @@ def test_substring_dedup_exchange_is_bounded(tmp_path, monkeypatch):
     inputs = write_parts(tmp_path / "in", _frames(texts, n))
     seen = _kept_exchange(monkeypatch)
     stage = SubstringDedup(SubstringDedup.Config(group_bytes=1), RunContext(shuffle_buckets=4))  # a group a part
-    stats = stage.execute(StageJob(LocalExecutor(), tmp_path / "in", inputs, tmp_path / "out", stage.ctx))
+    stats = run_stage(stage, inputs, tmp_path / "out")
     assert stats.extra["groups"] == n and stats.extra["cross_group_anchors"] > 0
     got = _by_folder(seen[0])
     buckets = max(4, n)
@@ -181,10 +183,10 @@ def test_worker_stages_carry_no_partition_state_after_a_pipeline_run(tmp_path):
     texts = near_copy_texts(60, 6)
     texts += [texts[3], texts[40] + " " + texts[7][:400]]
     src = write_jsonl(tmp_path / "in.jsonl", texts)
-    base._WORKER_STAGES.clear()
+    tasks._WORKER_STAGES.clear()
     run_config(tmp_path, "state", src, [{"exact_dedup": {}}, {"fuzzy_dedup": {}},
                                         {"substring_dedup": {"group_bytes": 20000}}], partition_docs=9)
-    names = sorted(s.name for s in base._WORKER_STAGES.values())
+    names = sorted(s.name for s in tasks._WORKER_STAGES.values())
     assert names == ["exact_dedup", "fuzzy_dedup", "substring_dedup"]
-    for s in base._WORKER_STAGES.values():
+    for s in tasks._WORKER_STAGES.values():
         assert_no_partition_state(s)

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpupipe.stages.base import RunContext, StageJob
+from gpupipe.stages.base import RunContext
 from gpupipe.stages.filters.decontam import (BenchmarkSource, DecontamConfig, DecontamIndex, Decontaminate,
                                      add_decontam_index_parser, build_index, cut_spans, decontam_index_main)
+from tests.helpers import run_stage, set_up
 
 GSM = [{"question": "Tara has 12 red apples and buys 7 green apples at the farm market on Sunday. She gives "
                     "half of all her apples to her cousin. How many apples does Tara keep for herself?",
@@ -55,7 +56,8 @@ def stage(index_path, **cfg) -> Decontaminate:
 def run(st: Decontaminate, texts):
     df = pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "doc_index": np.arange(len(texts)),
                        "text": pd.Series(texts, dtype="string[pyarrow]")})
-    kept, rejects, stats, matches = st.run_partition_matches(df)
+    kept, rejects, stats, side = st.partition_outputs(df)
+    matches = side["matches"]
     assert stats.docs_in == stats.docs_out + sum(stats.removed.values())
     return kept, rejects, stats, matches
 
@@ -252,7 +254,6 @@ def test_index_parameters_are_used(tmp_path):
 # ---------------------------------------------------------------------------- execute and report
 def test_execute_writes_parts_matches_and_report(index_path, tmp_path, monkeypatch):
     from gpupipe.io.parts import part_paths, read_part, write_part
-    from gpupipe.run.executors import LocalExecutor
     from gpupipe.stages import STAGES
 
     monkeypatch.setitem(STAGES, "decontaminate", Decontaminate)
@@ -265,7 +266,7 @@ def test_execute_writes_parts_matches_and_report(index_path, tmp_path, monkeypat
         write_part(df, parts[-1])
     out = tmp_path / "out"
     st = Decontaminate(DecontamConfig(index=str(index_path), examples_per_benchmark=1), RunContext())
-    stats = st.execute(StageJob(LocalExecutor(), tmp_path / "in", parts, out, RunContext()))
+    stats = run_stage(st, parts, out)
     assert stats.docs_in == 5 and stats.docs_out == 2 and stats.removed == {"benchmark_leak": 3}
     assert len(part_paths(out)) == 2 and len(list((out / "matches").glob("part-*.parquet"))) == 2
     kept = pd.concat([read_part(p) for p in part_paths(out)])
@@ -289,8 +290,8 @@ def test_synthetic_crawl_leaks_recall_and_no_false_positives(synth_crawl, tmp_pa
     out = tmp_path / "synth_index.parquet"
     assert decontam_index_main(["--out", str(out), synth_crawl["benchmark"]]) == 0
     df = pd.DataFrame({"id": [t["record_id"] for t in pages], "text": [t["main_text"] for t in pages]})
-    kept, rejects, _, matches = Decontaminate(DecontamConfig(index=str(out)), RunContext()) \
-        .run_partition_matches(df)
+    kept, rejects, _, side = set_up(Decontaminate(DecontamConfig(index=str(out)), RunContext())).partition_outputs(df)
+    matches = side["matches"]
     flagged = dict(zip(rejects["id"], map(json.loads, rejects["decontam_items"])))
     for t in planted:  # recall 100%, attributed to the right item
         assert t["record_id"] in flagged, t["main_text"]

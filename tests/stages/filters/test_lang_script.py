@@ -209,7 +209,7 @@ def test_fineweb2_runs_as_two_passes_and_reports_its_thresholds(tmp_path, model_
 def test_no_partition_state_on_two_threads(tmp_path, monkeypatch, min_score):
     """Both forms of the stage, their partitions interleaved on one cached instance: the same files and stats."""
     from gpupipe.stages.filters import langid as langid_module
-    from gpupipe.stages.base import fusable
+    from gpupipe.run.tasks import fusable
     from tests.helpers.interleave import assert_no_partition_state, check_interleaved, write_parts
 
     texts = [EN, CAPS, ZH_HANS, ZH_HANT, CLASSICAL, YUE, JA, KO, ZH_SHORT_JA, ZH_SHORT_EN, "ok", "好评"] * 2

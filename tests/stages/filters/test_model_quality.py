@@ -213,11 +213,12 @@ def run_through_worker(stage, df, tmp_path, monkeypatch) -> tuple[dict, pd.DataF
     """The pipeline's path: the stage rebuilt from its spec in a worker, setup once, a Parquet part in and out."""
     from gpupipe.io.parts import read_part, write_part
     from gpupipe.stages import STAGES
-    from gpupipe.stages.base import map_partition_task
+    from gpupipe.run.tasks import map_partition_task
+    from tests.helpers import stage_dir
 
     monkeypatch.setitem(STAGES, stage.name, type(stage))  # whether or not the registry lists it yet
     write_part(df, tmp_path / "in" / "part-00000.parquet")
-    stats = map_partition_task(stage.spec(), tmp_path / "in" / "part-00000.parquet", tmp_path / "out")
+    stats = map_partition_task(stage.spec(), tmp_path / "in" / "part-00000.parquet", stage_dir(tmp_path / "out"))
     return stats, read_part(tmp_path / "out" / "part-00000.parquet")
 
 

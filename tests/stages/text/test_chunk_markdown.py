@@ -21,6 +21,7 @@ from gpupipe.stages.text.chunk_markdown import (ChunkMarkdown, ChunkMarkdownConf
                                            iter_markdown_dir, load_chunk_config, main, normalize_title,
                                            split_oversized, split_sections, split_sentences)
 from tests.helpers import ROOT
+from tests.helpers import set_up
 
 CONFIGS = ROOT / "configs"
 CS, MS = 1500, 100  # the seed's chunk_size and min_size
@@ -387,7 +388,7 @@ def test_stage_maps_documents_to_chunks_with_conservation():
     df = pd.DataFrame({"id": ["d0", "d1", "d2"], "doc_index": [(1 << 40) | 5, (1 << 40) | 6, (2 << 40) | 0],
                        "text": [md_long, "   ", f"# Short\n\n{para('y', 300)}"], "source": ["web"] * 3,
                        "url": [None, None, "https://z"]})
-    stage = ChunkMarkdown(ChunkMarkdownConfig(), RunContext())
+    stage = set_up(ChunkMarkdown(ChunkMarkdownConfig(), RunContext()))
     kept, rejects, stats = stage.run_partition(df)
     assert stats.docs_in == 3 and stats.extra["source_docs"] == 3
     assert stats.docs_in + stats.extra["docs_added"] == stats.docs_out + sum(stats.removed.values())
@@ -400,17 +401,17 @@ def test_stage_maps_documents_to_chunks_with_conservation():
     assert "reason" not in kept.columns and set(rejects["reason"]) == {"empty_document", "worthless_section"}
     assert stats.bytes_out == sum(len(t.encode()) for t in kept["text"])
     # the same frame again: the same chunks (ids from the parent id when there is no source_path)
-    again, _, _ = ChunkMarkdown(ChunkMarkdownConfig(), RunContext()).run_partition(df)
+    again, _, _ = set_up(ChunkMarkdown(ChunkMarkdownConfig(), RunContext())).run_partition(df)
     pd.testing.assert_frame_equal(kept, again)
 
 
 def test_stage_uses_source_path_for_ids_and_handles_empty_partitions():
     text = f"# T\n\n{para('k', 300)}"
     df = pd.DataFrame({"id": ["x"], "doc_index": [0], "text": [text], "source_path": ["dir/file.md"]})
-    kept, _, _ = ChunkMarkdown(ChunkMarkdownConfig(), RunContext()).run_partition(df)
+    kept, _, _ = set_up(ChunkMarkdown(ChunkMarkdownConfig(), RunContext())).run_partition(df)
     assert kept["id"].tolist() == [chunk_document(text, "dir/file.md", ChunkMarkdownConfig(),
                                                   RuleFilter()).records[0]["id"]]
-    kept, rejects, stats = ChunkMarkdown(ChunkMarkdownConfig(), RunContext()).run_partition(df.iloc[:0])
+    kept, rejects, stats = set_up(ChunkMarkdown(ChunkMarkdownConfig(), RunContext())).run_partition(df.iloc[:0])
     assert len(kept) == 0 and {"chunk_index", "section", "text"} <= set(kept.columns)
     assert (stats.docs_in, stats.docs_out, stats.extra["docs_added"]) == (0, 0, 0)
 

@@ -21,6 +21,7 @@ from gpupipe.stages.text.chunk_markdown import ChunkMarkdown, ChunkMarkdownConfi
 from gpupipe.stages.text.llm_judge import (AttemptError, CheckpointWriter, JudgeConfig, JudgeError, LLMJudge, Verdict,
                                       load_verdicts, parse_verdict, verdict_line)
 from tests.helpers import ROOT
+from tests.helpers import set_up
 
 KEY_ENV = "GPUPIPE_TEST_LLM_KEY"
 
@@ -341,7 +342,7 @@ def test_stage_with_judge_drops_and_checkpoints_in_the_run_dir(server, tmp_path)
              + (" spam" if i % 2 else "") for i in range(6)]
     df = pd.DataFrame({"id": [f"d{i}" for i in range(6)], "doc_index": range(6), "text": texts})
     cfg = ChunkMarkdownConfig(judge=judge_cfg(server))
-    stage = ChunkMarkdown(cfg, RunContext(run_dir=str(tmp_path)))
+    stage = set_up(ChunkMarkdown(cfg, RunContext(run_dir=str(tmp_path))))
     kept, rejects, stats = stage.run_partition(df)
     assert dict(stats.removed) == {"llm_judge": 3} and len(kept) == 3
     assert kept["judge_score"].tolist() == [8.0] * 3 and not kept["judge_failed"].any()
@@ -349,6 +350,6 @@ def test_stage_with_judge_drops_and_checkpoints_in_the_run_dir(server, tmp_path)
     assert stats.docs_in + stats.extra["docs_added"] == stats.docs_out + sum(stats.removed.values())
     assert len(list((tmp_path / "llm_judge").rglob("verdicts-*.jsonl"))) == 1
     server.requests.clear()
-    kept2, _, stats2 = ChunkMarkdown(cfg, RunContext(run_dir=str(tmp_path))).run_partition(df)
+    kept2, _, stats2 = set_up(ChunkMarkdown(cfg, RunContext(run_dir=str(tmp_path)))).run_partition(df)
     assert server.requests == [] and stats2.extra["judge_resumed"] == 6
     pd.testing.assert_frame_equal(kept, kept2)
