@@ -7,6 +7,7 @@ mappings `{stage_name: {params}}`. Each stage's parameters are validated by that
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import re
 from pathlib import Path
@@ -38,12 +39,21 @@ class GpuClusterConfig(Strict):
 # (a Parquet round trip, a task, a bucket file per global stage) vanish against the work, small enough that a
 # worker holds a few of them. A GPU takes larger ones: its kernels need millions of documents to fill the device.
 DEFAULT_PARTITION_BYTES = {"cpu": 128 * 2**20, "gpu": 512 * 2**20}
+MIN_PARTITION_BYTES = 4 * 2**20   # smaller parts cost more in tasks and Parquet round trips than they spread
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, which containers and `taskset` set), else all."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class ExecutorConfig(Strict):
     kind: Literal["local", "dask"] = "local"
-    workers: int = Field(2, ge=1, description="dask: worker processes of the LocalCluster; local: threads that run "
-                         "the tasks of global stages' phases (map chains run one partition at a time)")
+    workers: int | Literal["auto"] = Field("auto", description="worker processes: local, a pool on this machine "
+                                           "(1: in this process); dask, the LocalCluster's. auto: one per core")
     partition_bytes: int | None = Field(None, ge=1, description="text (HTML) bytes per partition written by the "
                                         "read stage; None: 128 MiB on the CPU, 512 MiB on the GPU")
     partition_docs: int = Field(1_000_000, ge=1, description="upper bound on documents per partition")
@@ -56,9 +66,26 @@ class ExecutorConfig(Strict):
     def _size(cls, v: Any) -> Any:
         return parse_size(v)
 
-    def partitioning(self, device: str) -> tuple[int, int]:
-        """(documents, bytes) a read-stage partition holds at most, for the resolved device."""
-        return self.partition_docs, self.partition_bytes or DEFAULT_PARTITION_BYTES[device]
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, v: Any) -> Any:
+        if v != "auto" and v < 1:
+            raise ValueError("workers must be at least 1, or auto")
+        return v
+
+    def worker_count(self) -> int:
+        """Worker processes: `workers`, or with auto the cores this process may use."""
+        return available_cores() if self.workers == "auto" else self.workers
+
+    def partitioning(self, device: str, input_bytes: int | None = None) -> tuple[int, int]:
+        """(documents, bytes) a read-stage partition holds at most, for the resolved device. Without a configured
+        `partition_bytes`, an input smaller than a partition per worker is cut so that every worker gets at
+        least one (input_bytes: the input files' size, when known), never below MIN_PARTITION_BYTES."""
+        size = self.partition_bytes or DEFAULT_PARTITION_BYTES[device]
+        if self.partition_bytes is None and input_bytes and self.kind == "local" and self.worker_count() > 1:
+            share = -(-input_bytes // self.worker_count())
+            size = min(size, max(MIN_PARTITION_BYTES, share))
+        return self.partition_docs, size
 
 
 class StorageConfig(Strict):

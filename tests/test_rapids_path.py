@@ -316,7 +316,7 @@ def test_device_frames_are_recognised_and_converted_through_arrow():
 
 def test_host_only_stage_gets_pandas_once_and_the_hop_is_counted():
     seen, host_stage, _ = _stages()
-    kept, rejects, stats = host_stage.process_partition(FakeDeviceFrame(_frame()))
+    kept, rejects, stats = host_stage.run_partition(FakeDeviceFrame(_frame()))
     assert seen["drops_by_text_host"] is pd.DataFrame
     assert stats.extra["host_transfer_bytes"] == backend.frame_nbytes(FakeDeviceFrame(_frame()))
     assert kept["id"].tolist() == ["d0", "d2", "d3", "d5"] and dict(stats.removed) == {"by_text": 2}
@@ -324,9 +324,9 @@ def test_host_only_stage_gets_pandas_once_and_the_hop_is_counted():
 
 def test_native_stage_keeps_the_device_frame_and_same_results_as_pandas():
     seen, host_stage, native = _stages()
-    kept_d, rejects_d, stats_d = native.process_partition(FakeDeviceFrame(_frame()))
+    kept_d, rejects_d, stats_d = native.run_partition(FakeDeviceFrame(_frame()))
     assert seen["drops_by_text_native"] is FakeDeviceFrame and "host_transfer_bytes" not in stats_d.extra
-    kept_h, rejects_h, stats_h = host_stage.process_partition(_frame())
+    kept_h, rejects_h, stats_h = host_stage.run_partition(_frame())
     assert "host_transfer_bytes" not in stats_h.extra
     pd.testing.assert_frame_equal(pd.DataFrame(kept_d), kept_h)
     assert (stats_d.docs_in, stats_d.docs_out, stats_d.bytes_in, stats_d.bytes_out, dict(stats_d.removed)) == \
@@ -363,7 +363,8 @@ def _run(tmp_path, name, src, partition_docs=64):
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(json.dumps({
         "input": {"path": str(src)}, "output": str(tmp_path / name), "device": "cpu", "seed": 0,
-        "executor": {"kind": "local", "partition_docs": partition_docs},
+        # one process: the simulation patches this process's partition reader
+        "executor": {"kind": "local", "workers": 1, "partition_docs": partition_docs},
         "stages": [{"normalize": {}}, {"exact_dedup": {}}, {"tokenize": {"vocab_size": 512}},
                    {"pack": {"seq_len": 64}}]}))
     assert main(["run", str(cfg)]) == 0

@@ -1,5 +1,5 @@
-"""Executors run a function over partitions: `local` in this process (one machine; the tasks of global stages'
-phases on threads), `dask` on a real distributed cluster (a LocalCluster of worker processes, or an existing
+"""Executors run a function over partitions: `local` on one machine (a pool of worker processes, one per core by
+default; or in this process), `dask` on a real distributed cluster (a LocalCluster of worker processes, or an existing
 scheduler). Results come back in input order either way, so nothing downstream can tell them apart."""
 
 from __future__ import annotations
@@ -16,19 +16,29 @@ log = logging.getLogger("gpupipe")
 
 
 class LocalExecutor:
-    """Tasks in this process, in input order. `threads` > 1: the tasks of a `stateless` map (a global stage's
-    phases: their hooks keep nothing on the stage, tests/interleave.py) run on that many threads, so one
-    partition's Parquet I/O overlaps another's kernels; map chains stay one partition at a time (their stages use
-    the cores within a partition)."""
+    """One machine. `processes` > 1: every task (a partition through a fused chain, a phase's task, an input file)
+    runs in a pool of that many worker processes (spawned: safe after Rust-threaded libraries), each keeping its
+    stage instances, models and compiled kernels for the whole run; results come back in input order. 1: tasks in
+    this process, in input order; then `threads` > 1 runs the tasks of a `stateless` map (phases, whose hooks keep
+    nothing on the stage, tests/helpers/interleave.py) on threads, so one partition's I/O overlaps another's
+    kernels."""
 
     kind = "local"
 
-    def __init__(self, threads: int = 1):
+    def __init__(self, threads: int = 1, processes: int = 1, log_file: str | None = None,
+                 storage_options: dict | None = None):
         self.threads = threads
+        self.processes = processes
+        self._worker_setup = (log_file, storage_options or {})
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    places = False   # every task runs on this machine's workers alike
 
     def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
-            stateless: bool = False) -> list:
+            stateless: bool = False, label: str = "", resources: Any = None) -> list:
         args = list(zip(*iterables))
+        if self.processes > 1 and len(args) > 1:
+            return _pooled(self._processes(), fn, args, progress)
         if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
             return _threaded(fn, args, min(self.threads, len(args)), progress)
         out = []
@@ -38,8 +48,60 @@ class LocalExecutor:
             progress(1)
         return out
 
+    def _processes(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            import multiprocessing
+
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self.processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                initargs=self._worker_setup)
+        return self._pool
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _worker_init(log_file: str | None, storage_options: dict) -> None:
+    """A pool worker: the driver handles Ctrl-C (it cancels the tasks and stops the pool), the run's storage
+    options, its log lines to the run's log, and one thread for numba's parallel kernels (the pool is the
+    parallelism: a kernel on every core in every worker would oversubscribe the machine)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from gpupipe.io import storage
+
+    storage.configure(storage_options)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    if log_file:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [worker %(process)d] %(message)s"))
+        log.addHandler(handler)
+    try:
+        import numba
+
+        numba.set_num_threads(1)
+    except Exception:   # numba without threads: nothing to limit
         pass
+
+
+def _pooled(pool: concurrent.futures.ProcessPoolExecutor, fn: Callable, args: list[tuple],
+            progress: Callable[[int], None]) -> list:
+    """fn over args in the pool, results in input order; the first error (or a stop request) cancels the tasks
+    not yet started and is raised."""
+    futures = [pool.submit(fn, *a) for a in args]
+    try:
+        for f in concurrent.futures.as_completed(futures):
+            f.result()
+            interrupt.check()
+            progress(1)
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
 
 
 @functools.cache
@@ -98,12 +160,35 @@ class DaskExecutor:
 
             self.client.register_plugin(StorageOptions(storage_options), name="gpupipe-storage-options")
         log.info("dask executor: %s", self.client)
+        # Placement: a cluster whose workers advertise resources (`--resources GPU=1` on a GPU's worker, `CPU=1`
+        # on the others) runs device stations' tasks on GPU workers and host stations' on CPU workers.
+        advertised = set()
+        for w in self.client.scheduler_info().get("workers", {}).values():
+            advertised |= set(w.get("resources") or {})
+        self.places = "GPU" in advertised
+        self._host_resource = {"CPU": 1} if "CPU" in advertised else None
+        if self.places:
+            log.info("dask executor: placement by resources (device stations on GPU workers%s)",
+                     ", host stations on CPU workers" if self._host_resource else "")
 
     def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
-            stateless: bool = False) -> list:
+            stateless: bool = False, label: str = "", resources: Any = None) -> list:
+        """`label` names the tasks (the dashboard and the scheduler's story show which station they are);
+        `resources`: the station's declared Resources, used when the cluster places by resources."""
+        import uuid
+
         from distributed import as_completed
 
-        futures = self.client.map(fn, *iterables, pure=False)
+        n = len(iterables[0]) if iterables else 0
+        kw: dict[str, Any] = {}
+        if label:
+            token = uuid.uuid4().hex[:8]
+            kw["key"] = [f"{label}-{token}-{i}" for i in range(n)]
+        if self.places and resources is not None:
+            need = {"GPU": resources.gpus} if resources.device else self._host_resource
+            if need:
+                kw["resources"] = need
+        futures = self.client.map(fn, *iterables, pure=False, **kw)
         for _ in as_completed(futures):
             interrupt.check()
             progress(1)
@@ -133,9 +218,10 @@ def cuda_cluster_kwargs(gpu: GpuClusterConfig) -> dict[str, Any]:
     return kwargs
 
 
-def make_executor(cfg: ExecutorConfig, device: str) -> Any:
-    if cfg.kind == "dask":
-        from gpupipe.io import storage
+def make_executor(cfg: ExecutorConfig, device: str, log_file: str | None = None) -> Any:
+    from gpupipe.io import storage
 
-        return DaskExecutor(cfg.workers, cfg.scheduler_address, device, cfg.gpu, storage.current_options())
-    return LocalExecutor(threads=cfg.workers)
+    if cfg.kind == "dask":
+        return DaskExecutor(cfg.worker_count(), cfg.scheduler_address, device, cfg.gpu, storage.current_options())
+    return LocalExecutor(threads=cfg.worker_count(), processes=cfg.worker_count(), log_file=log_file,
+                         storage_options=storage.current_options())

@@ -24,7 +24,8 @@ def run_stage(stage: Stage, executor, inputs: list[Path], folder: StageDir, prev
         return run_phases(stage, executor, inputs, folder, prev, progress)
     n = len(inputs)
     total = StageStats()
-    for r in executor.map(map_partition_task, [stage.spec()] * n, inputs, [folder] * n, progress=progress):
+    for r in executor.map(map_partition_task, [stage.spec()] * n, inputs, [folder] * n, progress=progress,
+                          label=stage.name, resources=stage.resources):
         total.merge(StageStats.from_dict(r))
     return total
 
@@ -71,7 +72,8 @@ def _run_phase(executor, run: PhaseRun, phase: Phase) -> list[float]:
     # The hooks keep nothing on the stage (tests/helpers interleave check): a local executor may run them on threads.
     if phase.over == APPLY:
         out = executor.map(apply_task, [phase.fn] * n, [spec] * n, list(range(n)), items, [run.dir] * n,
-                           [run.exchange] * n, [arg] * n, progress=run.progress, stateless=True)
+                           [run.exchange] * n, [arg] * n, progress=run.progress, stateless=True,
+                           label=f"{run.stage.name}:{phase.name}", resources=run.stage.resources)
         here = compile_seconds() - c0
         for r in out:
             if here:   # compiled in this process: counted once below, not per task
@@ -81,7 +83,8 @@ def _run_phase(executor, run: PhaseRun, phase: Phase) -> list[float]:
         run.results[phase.name] = out
         return []
     out = executor.map(phase_task, [phase.fn] * n, [spec] * n, list(range(n)), items, [run.exchange] * n,
-                       [run.dir] * n, [arg] * n, stateless=True,
+                       [run.dir] * n, [arg] * n, stateless=True, label=f"{run.stage.name}:{phase.name}",
+                       resources=run.stage.resources,
                        **({"progress": run.progress} if phase.counts else {})) if n else []
     run.results[phase.name] = [r for r, _, _ in out]
     if phase.counts:

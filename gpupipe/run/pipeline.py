@@ -119,6 +119,11 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         run.unlock()
 
 
+def input_bytes(inputs: Inputs) -> int | None:
+    """The input files' total size, when every input is a file (a folder's pages are not summed)."""
+    return sum(map(storage.size, inputs.files)) if all(map(storage.isfile, inputs.files)) else None
+
+
 def _referenced_files(items: list[dict[str, Any]], run: RunDir) -> list[dict[str, str]]:
     """Per stage item: {field: content hash} of the files its config names (models, tokenizer, index)."""
     out = []
@@ -150,12 +155,15 @@ def explain_empty(stages: list[dict[str, Any]], run: RunDir) -> str:
     return msg
 
 
-def _groups(stages: list, first: int | None) -> list[list[int]]:
+def _groups(stages: list, first: int | None, places: bool = False) -> list[list[int]]:
     """The stages from `first` on, as runs of work: each maximal sequence of consecutive fusable map stages is one
-    chain (one task per partition), every other stage a group of its own."""
+    chain (one task per partition), every other stage a group of its own. `places`: the executor places tasks by
+    resources, so a chain never mixes host and device stations (a GPU worker never extracts HTML)."""
     groups: list[list[int]] = []
     for i in range(len(stages))[first if first is not None else len(stages):]:
-        if groups and fusable(stages[i]) and fusable(stages[groups[-1][-1]]):
+        prev = stages[groups[-1][-1]] if groups else None
+        same_place = not places or (prev is not None and prev.resources.device == stages[i].resources.device)
+        if groups and fusable(stages[i]) and fusable(prev) and same_place:
             groups[-1].append(i)
         else:
             groups.append([i])
@@ -170,7 +178,8 @@ def _run_chain(executor, chain: list[Stage], dirs: list[StageDir], parts: list[P
     n = len(parts)
     t0 = time.perf_counter()
     results = executor.map(map_chain_task, [[s.spec() for s in chain]] * n, parts, [dirs] * n,
-                           [keep_intermediate] * n, progress=progress)
+                           [keep_intermediate] * n, progress=progress, label="+".join(s.name for s in chain),
+                           resources=chain[0].resources)
     wall = time.perf_counter() - t0
     busy = [sum(r[k]["seconds"] for r in results) for k in range(len(chain))]
     out = []
@@ -207,7 +216,7 @@ def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str) -> RunPla
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
                      results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets,
                      files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest())
-    read = ReadStage(cfg.input, ctx, inputs, cfg.executor.partitioning(device))
+    read = ReadStage(cfg.input, ctx, inputs, cfg.executor.partitioning(device, input_bytes(inputs)))
     stages = [read] + [build_stage(item, ctx) for item in items]
     dirs = [run.stage(i, s.name) for i, s in enumerate(stages)]
     fingerprint = input_fingerprint(inputs.files)
@@ -263,15 +272,15 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
         stage_stats.append({**run.completed(dirs[i].root, keys[i]), "resumed": True})
     executor = None
     try:
-        for group in _groups(stages, first):
-            executor = executor or make_executor(cfg.executor, device)
+        if first is not None and first < len(stages):
+            executor = make_executor(cfg.executor, device, str(run.log))
+        for group in _groups(stages, first, getattr(executor, "places", False)):
             i = group[0]
             for j in group:
                 run.reset(dirs[j].root)
             parts = dirs[i - 1].parts() if i else []
             tasks = len(inputs.files) if i == 0 else len(parts)
-            size = ((stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else
-                    (None, sum(map(storage.size, inputs.files)) if all(map(storage.isfile, inputs.files)) else None))
+            size = (stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else (None, input_bytes(inputs))
             name = "+".join(stages[j].name for j in group)
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             with bar as b:
@@ -319,7 +328,7 @@ def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[s
         "gpupipe_version": __version__,
         "device": device,
         "executor": cfg.executor.kind,
-        "workers": cfg.executor.workers if cfg.executor.kind == "dask" else 1,
+        "workers": cfg.executor.worker_count(),
         "results_hash": cfg.results_hash(),
         "input_records": stage_stats[0]["docs_in"],
         "output_docs": stage_stats[-1]["docs_out"],

@@ -118,6 +118,26 @@ def host_series(s):
     return s.to_pandas() if is_device_frame(s) else s
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What one task of a station needs, declared with the station; the engine places tasks by it (a Dask cluster
+    whose workers advertise resources runs host tasks on CPU workers and device tasks on GPU workers)."""
+
+    cpus: float = 1.0     # cores one task keeps busy
+    # share of a GPU one task uses when the run's device is gpu; a station with gpus > 0 has a CPU twin (the same
+    # integer arithmetic, run/kernels' parity tests) that runs where there is no GPU
+    gpus: float = 0.0
+    partition_memory: float = 4.0   # peak host memory of one task, in multiples of its partition's bytes
+
+    @property
+    def device(self) -> bool:
+        return self.gpus > 0
+
+
+HOST = Resources()
+DEVICE = Resources(gpus=1.0)    # a station whose partition work is GPU kernels or a model on the GPU
+
+
 # What the engine does with a stage: a station that overrides one of these is refused at class creation.
 ENGINE_METHODS = frozenset({"execute", "run_partition", "partition_outputs", "process_outputs", "spec",
                             "frame_device"})
@@ -131,6 +151,7 @@ class Stage:
     # True: the partition code uses only operations pandas and cuDF both have, plus kernels on
     # backend.string_buffers, so on the GPU it runs on cuDF frames. False: host-only (see the module docstring).
     gpu_native: ClassVar[bool] = False
+    resources: ClassVar[Resources] = HOST
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -225,7 +246,8 @@ class MapStage(Stage):
         """(kept, rejects, stats, side tables) of one partition: `apply_partition`, then the drop and its
         accounting. Side tables are written beside the part by `map_chain_task`."""
         # pandas and cuDF alike: boolean-Series row selection (.loc), assign, reset_index; counts go to the host
-        stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if len(df) else 0)
+        counted = len(df) and self.text_column in df.columns   # extract: a part without html brings text
+        stats = StageStats(docs_in=len(df), bytes_in=text_bytes(df[self.text_column]) if counted else 0)
         applied = self.apply_partition(df, info)
         df, why = applied.df, applied.reasons
         if applied.bytes_in is not None:
@@ -278,5 +300,5 @@ def reject_frame(rejects):
     return out.reset_index(drop=True)
 
 
-__all__ = ["ENGINE_METHODS", "RunContext", "StageStats", "Stage", "MapStage", "Applied", "host_series",
+__all__ = ["DEVICE", "HOST", "Resources", "ENGINE_METHODS", "RunContext", "StageStats", "Stage", "MapStage", "Applied", "host_series",
            "peak_rss_mb", "reject_frame", "text_bytes"]

@@ -187,6 +187,7 @@ def test_worker_stages_carry_no_partition_state_after_a_pipeline_run(tmp_path):
     run_config(tmp_path, "state", src, [{"exact_dedup": {}}, {"fuzzy_dedup": {}},
                                         {"substring_dedup": {"group_bytes": 20000}}], partition_docs=9)
     names = sorted(s.name for s in tasks._WORKER_STAGES.values())
-    assert names == ["exact_dedup", "fuzzy_dedup", "substring_dedup"]
-    for s in tasks._WORKER_STAGES.values():
-        assert_no_partition_state(s)
+    assert names == ["exact_dedup", "fuzzy_dedup", "read", "substring_dedup"]
+    for s in tasks._WORKER_STAGES.values():   # the read stage's driver-side inputs are empty on a worker
+        assert_no_partition_state(s, allowed=("config", "ctx", "resolved", "partitioning") if s.name == "read"
+                                  else ("config", "ctx"))

@@ -15,6 +15,7 @@ import pandas as pd
 from gpupipe.backend import to_host
 from gpupipe.config_base import Strict
 from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage, all_but_first
+from gpupipe.stages.base import DEVICE
 
 # Whitespace folding as the Arrow kernels did it, spelled so that pandas (pyarrow compute or Python `re`) and cuDF
 # (libcudf regex and strip) read it the same way: every run of ASCII whitespace becomes one space (RE2's `\s` is
@@ -38,6 +39,7 @@ def folded_text(text):
 
 class ExactDedup(GlobalStage):
     name = "exact_dedup"
+    resources = DEVICE
     Config = ExactDedupConfig
     gpu_native = True   # keys: Series.fillna / .str.replace / .str.strip + text_hash on the column's buffers
 

@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from gpupipe.config_base import KeyProblem, Strict
 from gpupipe.models.ref import ModelRef, model_path
-from gpupipe.stages.base import Applied, MapStage
+from gpupipe.stages.base import DEVICE, Applied, MapStage
 
 log = logging.getLogger("gpupipe")
 RESERVED = {"text", "id", "doc_index", "url", "lang", "lang_score", "reason", "source"}
@@ -78,6 +78,7 @@ def score_bins(scores: np.ndarray, regression: bool) -> Counter:
 
 class Classifier(MapStage):
     name = "classifier"
+    resources = DEVICE
     Config = ClassifierConfig
 
     def skipped(self) -> str | None:

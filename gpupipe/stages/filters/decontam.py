@@ -77,7 +77,7 @@ from pydantic import Field
 from gpupipe.columns import text_array
 from gpupipe.config_base import FileRef, Fraction, Strict
 from gpupipe.io.parts import atomic_write_text, read_part, write_table
-from gpupipe.stages.base import Applied, StageStats
+from gpupipe.stages.base import DEVICE, Applied, StageStats
 from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhasedStage, PhaseRun
 from gpupipe.stages.text.normalize import normalize_array
 
@@ -438,6 +438,7 @@ def cut_spans(text: str, starts, ends, margin: int) -> _Cut:
 
 class Decontaminate(PhasedStage):
     name = "decontaminate"
+    resources = DEVICE
     Config = DecontamConfig
 
     index: DecontamIndex | None = None

@@ -343,7 +343,8 @@ def test_gpu_stage_matches_cpu(index_path):
 def test_two_partitions_interleaved_on_one_stage_instance(index_path, tmp_path, monkeypatch, policy):
     """Partitions on two threads, taking turns inside their hooks, on the one cached worker instance (which holds
     the index and nothing else): each partition's parts, rejects and matches are what they are alone."""
-    from gpupipe.stages import STAGES, decontam
+    from gpupipe.stages import STAGES
+    from gpupipe.stages.filters import decontam
     from tests.helpers.interleave import assert_no_partition_state, check_interleaved, write_parts
 
     monkeypatch.setitem(STAGES, "decontaminate", Decontaminate)

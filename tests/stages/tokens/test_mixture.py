@@ -192,6 +192,7 @@ def test_pipeline_mixture_with_bestfit(tmp_path, registered):
 
 def test_mixture_before_tokenize_fails_clearly(tmp_path, registered, monkeypatch):
     monkeypatch.setattr(stages_pkg, "REQUIRES_BEFORE", {})  # let the plan through to see the stage's own check
+    monkeypatch.setattr(stages_pkg, "_check_columns", lambda *a: None)
     src = write_sources(tmp_path / "mix.jsonl", {"web": 5})
     config = {"input": {"path": str(src)}, "output": str(tmp_path / "r"), "device": "cpu",
               "stages": [{"normalize": {}}, {"mixture": {"sources": {"web": {"weight": 1}}}}]}

@@ -39,6 +39,7 @@ from gpupipe.stages.dedup.fuzzy.signatures import cjk_mask, lsh_band_hashes
 from gpupipe.stages.dedup.fuzzy.verify import sets_of_tables, shingle_sets, shingle_table, verify_edges
 from gpupipe.stages.dedup.global_stage import send_removals
 from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
+from gpupipe.stages.base import DEVICE
 
 
 @dataclass(slots=True)
@@ -49,6 +50,7 @@ class FuzzyState(ClusterState):
 
 class FuzzyDedup(ClusterDedup):
     name = "fuzzy_dedup"
+    resources = DEVICE
     Config = FuzzyDedupConfig
     State = FuzzyState
 

@@ -45,6 +45,7 @@ from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 from gpupipe.stages.dedup.semantic.config import SemanticDedupConfig
 from gpupipe.stages.dedup.semantic.kmeans import assign_clusters, kmeans
 from gpupipe.stages.dedup.semantic.pairs import similar_pairs
+from gpupipe.stages.base import DEVICE
 
 REASON = "semantic_duplicate"
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -70,6 +71,7 @@ def _embeddings(table: pa.Table) -> np.ndarray:
 
 class SemanticDedup(ClusterDedup):
     name = "semantic_dedup"
+    resources = DEVICE
     Config = SemanticDedupConfig
 
     def setup(self) -> None:
