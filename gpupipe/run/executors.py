@@ -26,9 +26,12 @@ class LocalExecutor:
     kind = "local"
 
     def __init__(self, threads: int = 1, processes: int = 1, log_file: str | None = None,
-                 storage_options: dict | None = None):
+                 storage_options: dict | None = None, device: str = "cpu"):
         self.threads = threads
         self.processes = processes
+        # device gpu: this process is the GPU's feeder (one CUDA context, the device stations' tasks in turn,
+        # each using the whole GPU), the pool takes the host stations
+        self.device = device
         self._worker_setup = (log_file, storage_options or {})
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
@@ -37,7 +40,8 @@ class LocalExecutor:
     def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
             stateless: bool = False, label: str = "", resources: Any = None) -> list:
         args = list(zip(*iterables))
-        if self.processes > 1 and len(args) > 1:
+        on_gpu = self.device == "gpu" and resources is not None and resources.device
+        if self.processes > 1 and len(args) > 1 and not on_gpu:
             return _pooled(self._processes(), fn, args, progress)
         if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
             return _threaded(fn, args, min(self.threads, len(args)), progress)
@@ -145,7 +149,9 @@ class DaskExecutor:
         elif device == "gpu":
             from dask_cuda import LocalCUDACluster  # one worker per visible GPU
 
-            self._cluster = LocalCUDACluster(**cuda_cluster_kwargs(gpu or GpuClusterConfig()))
+            # each GPU's worker advertises it: device stations' tasks go there (`map`); CPU workers started
+            # against the same scheduler with `--resources CPU=1` take the host stations
+            self._cluster = LocalCUDACluster(resources={"GPU": 1}, **cuda_cluster_kwargs(gpu or GpuClusterConfig()))
             self.client = Client(self._cluster)
         else:
             from distributed import LocalCluster
@@ -223,5 +229,8 @@ def make_executor(cfg: ExecutorConfig, device: str, log_file: str | None = None)
 
     if cfg.kind == "dask":
         return DaskExecutor(cfg.worker_count(), cfg.scheduler_address, device, cfg.gpu, storage.current_options())
-    return LocalExecutor(threads=cfg.worker_count(), processes=cfg.worker_count(), log_file=log_file,
-                         storage_options=storage.current_options())
+    workers = cfg.worker_count()
+    if device == "gpu" and cfg.workers == "auto":   # a core for this process, the GPU's feeder
+        workers = max(1, workers - 1)
+    return LocalExecutor(threads=workers, processes=workers, log_file=log_file,
+                         storage_options=storage.current_options(), device=device)

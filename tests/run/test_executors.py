@@ -74,3 +74,58 @@ def test_two_threads_write_the_same_bytes_as_one(tmp_path):
     for f in files:
         assert (one / f).read_bytes() == (two / f).read_bytes(), f
     assert (one / "shards" / "manifest.json").read_bytes() == (two / "shards" / "manifest.json").read_bytes()
+
+
+# -- the pool of worker processes (executor local, workers > 1) ------------------------------------------------------
+
+def _pid_after(seconds: float, tag) -> tuple:
+    import os
+    import time
+
+    time.sleep(seconds)
+    return os.getpid(), tag
+
+
+def _fail_on(x: int) -> int:
+    if x == 3:
+        raise ValueError("task 3 failed")
+    return x * x
+
+
+def test_pool_runs_tasks_in_worker_processes_in_input_order():
+    import os
+
+    ex = LocalExecutor(processes=2)
+    try:
+        # the first task is the slowest: results still come back in input order
+        out = ex.map(_pid_after, [0.5, 0.0, 0.0, 0.0], ["a", "b", "c", "d"])
+        assert [tag for _, tag in out] == ["a", "b", "c", "d"]
+        pids = {pid for pid, _ in out}
+        assert os.getpid() not in pids and len(pids) == 2       # both workers took tasks, none ran here
+        again = {pid for pid, _ in ex.map(_pid_after, [0.2] * 4, list(range(4)))}
+        assert again == pids          # the same processes for the whole run: their stage caches persist
+    finally:
+        ex.close()
+
+
+def test_pool_raises_a_task_error():
+    ex = LocalExecutor(processes=2)
+    try:
+        with pytest.raises(ValueError, match="task 3 failed"):
+            ex.map(_fail_on, list(range(6)))
+    finally:
+        ex.close()
+
+
+def test_on_a_gpu_device_stations_run_in_the_feeder_and_host_stations_in_the_pool():
+    import os
+
+    from gpupipe.stages.base import DEVICE, HOST
+
+    ex = LocalExecutor(processes=2, device="gpu")
+    try:
+        device = {pid for pid, _ in ex.map(_pid_after, [0.0] * 3, list(range(3)), resources=DEVICE)}
+        host = {pid for pid, _ in ex.map(_pid_after, [0.0] * 3, list(range(3)), resources=HOST)}
+        assert device == {os.getpid()} and os.getpid() not in host
+    finally:
+        ex.close()
