@@ -72,11 +72,13 @@ def _file_sizes(location: str) -> dict[str, int]:
 
 
 def _final_bytes(sizes: dict[str, int], manifest: dict | None) -> int:
+    from gpupipe.run.rundir import NAMES
+
     if not manifest:
         return 0
-    files = [f"shards/{s['file']}" for s in manifest["shards"]]
+    files = [(NAMES.shards / s["file"]).as_posix() for s in manifest["shards"]]
     if "megatron" in manifest:
-        prefix = f"shards/{manifest['megatron']['prefix']}"
+        prefix = (NAMES.shards / manifest["megatron"]["prefix"]).as_posix()
         files += [f"{prefix}.bin", f"{prefix}.idx"]
     return sum(sizes.get(f, 0) for f in files)
 
@@ -94,12 +96,14 @@ def run_tokens(stats: dict[str, Any], manifest: dict | None) -> int:
 def plan_from_run(run_dir: str | os.PathLike, target_tokens: int, cpus: int | None = None,
                   gpus: int | None = None) -> dict[str, Any]:
     """run_dir: a finished run directory, a path or a URL (s3://bucket/runs/r1)."""
+    from gpupipe.run.rundir import NAMES, at
+
     root = run_dir.rstrip("/") if storage.is_url(run_dir) else os.fspath(run_dir)
-    stats_path = storage.join(root, "stats.json")
+    stats_path = at(root, NAMES.stats)
     if not storage.isfile(stats_path):
-        raise ValueError(f"{root} is not a finished run directory (no stats.json)")
+        raise ValueError(f"{root} is not a finished run directory (no {NAMES.stats})")
     stats = json.loads(storage.read_text(stats_path))
-    man_path = storage.join(root, "shards", "manifest.json")
+    man_path = at(root, NAMES.manifest)
     manifest = json.loads(storage.read_text(man_path)) if storage.isfile(man_path) else None
     measured = run_tokens(stats, manifest)
     if measured <= 0:
@@ -112,7 +116,7 @@ def plan_from_run(run_dir: str | os.PathLike, target_tokens: int, cpus: int | No
     stages = []
     for i, s in enumerate(stats["stages"]):
         core_h = s["seconds"] * cores * scale / 3600
-        folder = f"stages/{i:02d}-{s['name']}/"
+        folder = NAMES.relative(NAMES.stage_of(stats, i).root) + "/"
         stages.append({
             "name": s["name"], "group": group_of(s["name"]),
             "seconds": s["seconds"], "docs_in": s["docs_in"], "docs_out": s["docs_out"],

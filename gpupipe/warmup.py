@@ -106,5 +106,8 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
             with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
                 rows = [r for part in pool.map(_run, *zip(*jobs)) for r in part]
         if jsonl:
-            rows += _run(str(root / "run-warc-0" / "stages" / "01-extract"), str(root / "run-jsonl"), jsonl, "jsonl")
+            from gpupipe.run.rundir import RunLayout
+
+            extracted = RunLayout(root / "run-warc-0").stage(1, "extract").root
+            rows += _run(str(extracted), str(root / "run-jsonl"), jsonl, "jsonl")
     return rows

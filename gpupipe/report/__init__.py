@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 
 from gpupipe.report.audit import SAMPLE_SIZE, add_audit_parser
-
-REPORT_FILE = "report.html"
+from gpupipe.run.rundir import REPORT_FILE, RunLayout
 
 
 def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audit_seed: int | None = None,
@@ -30,7 +29,7 @@ def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audi
 
     run = Run.load(run_dir, location)
     index = write_samples(run.root, audit_size, audit_seed)
-    path = run.root / REPORT_FILE
+    path = RunLayout(run.root).report
     atomic_write_text(path, render(run, index, AUDIT_ROWS_SHOWN if audit_rows is None else audit_rows))
     return path
 
@@ -38,20 +37,19 @@ def write_report(run_dir: str | os.PathLike, audit_size: int = SAMPLE_SIZE, audi
 def cmd_report(args) -> int:
     from rich.console import Console
 
-    from gpupipe.report.audit import AUDIT_DIR
     from gpupipe.report.location import RunLocation
-    from gpupipe.run.rundir import RunDirBusy
+    from gpupipe.run.rundir import NAMES, RunDirBusy
 
     try:
         with RunLocation(args.run_dir) as loc:   # a URL: through a local copy, the report uploaded back
             path = write_report(loc.local, args.audit_size, args.audit_seed, args.audit_rows, loc.url)
-            loc.push(REPORT_FILE, AUDIT_DIR)
+            loc.push(NAMES.report, NAMES.audit)
     except (ValueError, OSError, RunDirBusy) as e:
         Console(stderr=True, markup=False, highlight=False, soft_wrap=True).print(f"error: {e}")
         return 2
     local = f" (local copy: {path})" if loc.url else ""
     Console(highlight=False, markup=False, soft_wrap=True).print(  # unwrapped: paths stay whole
-        f"report: {loc.where(path)}{local}  (audit samples: {loc.where(loc.local / AUDIT_DIR)})")
+        f"report: {loc.where(path)}{local}  (audit samples: {loc.where(RunLayout(loc.local).audit)})")
     return 0
 
 

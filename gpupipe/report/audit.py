@@ -34,14 +34,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpupipe.io.parts import atomic_write_text
-from gpupipe.run.rundir import kept_parts
+from gpupipe.run.rundir import NAMES, RunLayout, StageDir
 
 SAMPLE_SIZE = 1000            # seed 002 QUALITY_AUDIT.sample_size, per stage (kept and removed together)
 MIN_PASS_RATE = 0.95          # seed 002 QUALITY_AUDIT.min_pass_rate
 ESCALATION_THRESHOLD = 0.90   # seed 002 QUALITY_AUDIT.escalation_threshold
 TEXT_PREFIX_CHARS = 1000      # as much as rejects keep (stages/base.py REJECT_TEXT_CHARS)
 EXIT_ESCALATE = 3
-AUDIT_DIR = "audit"
 _BATCH_ROWS = 1024            # rows per Parquet batch while picking sampled rows
 _FIELDS = ("id", "url", "lang", "reason", "mojibake_suspect")
 FLAGGED_EXAMPLES = 20         # kept documents the reader flagged as likely mojibake, added to a stage's sample
@@ -60,14 +59,6 @@ def sample_counts(kept: int, removed: int, size: int) -> tuple[int, int]:
 def stage_rng(seed: int, folder: str) -> np.random.Generator:
     """One stream per (seed, stage folder); crc32, not hash(), so it is stable across processes."""
     return np.random.default_rng([seed, zlib.crc32(folder.encode("utf-8"))])
-
-
-def _reject_parts(folder: Path) -> list[Path]:
-    return sorted((folder / "rejects").glob("part-*.parquet"))
-
-
-def _reject_jsonl(folder: Path) -> list[Path]:
-    return sorted((folder / "rejects").glob("*.jsonl"))   # the read stage's rejected records
 
 
 def _parquet_rows(paths: list[Path]) -> int:
@@ -144,8 +135,9 @@ def _pick_jsonl(paths: list[Path], wanted: np.ndarray) -> Iterator[tuple[int, di
 
 def draw_sample(folder: Path, size: int = SAMPLE_SIZE, seed: int = 0) -> tuple[list[dict[str, Any]], dict]:
     """The audit sample of one stage folder, in a seeded random order, and what it was drawn from."""
-    stage = folder.name.split("-", 1)[1] if "-" in folder.name else folder.name
-    kept, rej_parts, rej_jsonl = kept_parts(folder), _reject_parts(folder), _reject_jsonl(folder)
+    sd = StageDir.of(folder)
+    stage = sd.station
+    kept, rej_parts, rej_jsonl = sd.kept_parts(), sd.reject_parts(), sd.rejected_records()
     n_kept, n_rej_pq, n_rej_js = _parquet_rows(kept), _parquet_rows(rej_parts), _jsonl_rows(rej_jsonl)
     k_kept, k_removed = sample_counts(n_kept, n_rej_pq + n_rej_js, size)
     rng = stage_rng(seed, folder.name)
@@ -194,15 +186,14 @@ def _sample(folder: str, stage: str, status: str, row: int, r: dict[str, Any], k
 
 def audit_stage_folders(run_dir: Path) -> list[Path]:
     """Stage folders that hold documents to audit (parts or rejects; pack has neither)."""
-    return [f for f in sorted((run_dir / "stages").iterdir())
-            if f.is_dir() and (kept_parts(f) or (f / "rejects").is_dir())]
+    return [s.root for s in RunLayout(run_dir).stage_dirs() if s.kept_parts() or s.rejects.is_dir()]
 
 
 def write_samples(run_dir: str | os.PathLike, size: int = SAMPLE_SIZE, seed: int | None = None) -> dict[str, Any]:
     """RUN/audit/NN-name.jsonl for every stage; a sample drawn before from the same stage output is reused."""
     run = Path(run_dir)
     seed = _run_seed(run) if seed is None else seed
-    out = run / AUDIT_DIR
+    out = RunLayout(run).audit
     out.mkdir(exist_ok=True)
     index_path = out / "index.json"
     old = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {}
@@ -223,14 +214,13 @@ def write_samples(run_dir: str | os.PathLike, size: int = SAMPLE_SIZE, seed: int
 
 
 def _stage_key(folder: Path) -> str | None:
-    f = folder / "stats.json"
-    return json.loads(f.read_text(encoding="utf-8")).get("key") if f.is_file() else None
+    return StageDir.of(folder).read_marker().get("key")
 
 
 def _run_seed(run: Path) -> int:
     import yaml
 
-    f = run / "config.resolved.yaml"
+    f = RunLayout(run).config
     cfg = yaml.safe_load(f.read_text(encoding="utf-8")) if f.is_file() else {}
     return int((cfg or {}).get("seed", 0))
 
@@ -351,7 +341,7 @@ def _append(path: Path, rows: list[dict[str, Any]]) -> None:
 def find_stage_folder(run: Path, name: str) -> Path:
     """A stage folder by name ('langid') or folder name ('03-langid')."""
     folders = audit_stage_folders(run)
-    hits = [f for f in folders if name in (f.name, f.name.split("-", 1)[-1])]
+    hits = [f for f in folders if name in (f.name, StageDir.of(f).station)]
     if len(hits) != 1:
         names = ", ".join(f.name for f in folders)
         raise LookupError(f"{'no' if not hits else 'more than one'} stage '{name}' with documents in {run} "
@@ -388,7 +378,7 @@ def _audit(args, loc) -> int:
         err.print(f"error: {str(e).replace(str(run), loc.where(run))}")
         return 2
     index = write_samples(run, args.size, args.seed)
-    audit = run / AUDIT_DIR
+    audit = RunLayout(run).audit
     samples = read_jsonl(audit / index["stages"][folder.name]["file"])
     log = audit / f"{folder.name}.reviews.jsonl"
     reviewer = args.reviewer or os.environ.get("USER")
@@ -407,7 +397,7 @@ def _audit(args, loc) -> int:
 
         n = interactive_review(samples, set(latest_reviews(log)), record, reviewer=reviewer)
         out.print(f"recorded {n} reviews in {loc.where(log)}")
-    loc.push(AUDIT_DIR)
+    loc.push(NAMES.audit)
     reviews = latest_reviews(log)
     if not reviews:
         err.print(f"no reviews yet for {folder.name}: {len(samples)} samples in "
@@ -416,7 +406,7 @@ def _audit(args, loc) -> int:
         return 2
     summary = summarize(samples, reviews, folder.name, args.min_pass_rate, args.escalation_threshold)
     atomic_write_text(audit / f"{folder.name}.review.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    loc.push(f"{AUDIT_DIR}/{folder.name}.review.json")
+    loc.push(NAMES.audit / f"{folder.name}.review.json")
     out.print(f"{summary['verdict']}: {folder.name} pass rate {summary['pass_rate']:.4f} "
               f"({summary['passed']}/{summary['reviewed']} reviewed of {summary['samples']} samples"
               f"{'' if summary['complete'] else ', review incomplete'}; min_pass_rate {args.min_pass_rate}, "

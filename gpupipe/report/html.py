@@ -21,8 +21,7 @@ import pyarrow.parquet as pq
 import pyarrow.types as pat
 import yaml
 
-from gpupipe.io.parts import part_paths
-from gpupipe.run.rundir import kept_parts, stage_columns
+from gpupipe.run.rundir import CONFIG_FILE, RunLayout, StageDir, stage_name
 from gpupipe.report import audit as audit_mod
 from gpupipe.report import charts
 from gpupipe.report.sample import MAX_VALUES, sample_columns
@@ -90,10 +89,11 @@ class Run:
     @classmethod
     def load(cls, root: str | Path, location: str | None = None) -> "Run":
         root = Path(root)
-        stats = json.loads((root / "stats.json").read_text(encoding="utf-8"))
-        cfg_file = root / "config.resolved.yaml"
+        layout = RunLayout(root)
+        stats = json.loads(layout.stats.read_text(encoding="utf-8"))
+        cfg_file = layout.config
         text = cfg_file.read_text(encoding="utf-8") if cfg_file.is_file() else ""
-        man = root / "shards" / "manifest.json"
+        man = layout.manifest
         manifest = json.loads(man.read_text(encoding="utf-8")) if man.is_file() else None
         return cls(root, stats, yaml.safe_load(text) or {}, text, manifest, location)
 
@@ -106,8 +106,16 @@ class Run:
     def stages(self) -> list[dict[str, Any]]:
         return self.stats["stages"]
 
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.root)
+
+    def stage(self, i: int) -> StageDir:
+        """The folder of stats entry i."""
+        return self.layout.stage_of(self.stats, i)
+
     def folder(self, i: int) -> Path:
-        return self.root / "stages" / f"{i:02d}-{self.stages[i]['name']}"
+        return self.stage(i).root
 
     def stage_config(self, i: int) -> dict[str, Any]:
         """Stage i's resolved parameters (stats index 0 is `read`, which is the config's `input`)."""
@@ -161,13 +169,13 @@ def model_columns(run: Run, i: int) -> set[str]:
 def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
     """The signal columns stage i added (q_*, lang_score, ...), with their values and thresholds; and how many
     kept documents the values are drawn from."""
-    folder = run.folder(i)
-    parts = kept_parts(folder)
+    stage = run.stage(i)
+    parts = stage.kept_parts()
     if not parts:
         return [], 0
-    own = set(stage_columns(folder))  # a fused stage's parts are its chain's: they hold later stages' columns too
+    own = set(stage.columns())  # a fused stage's parts are its chain's: they hold later stages' columns too
     schema = pq.ParquetFile(parts[0]).schema_arrow
-    before = set(stage_columns(run.folder(i - 1))) if i else set()
+    before = set(run.stage(i - 1).columns()) if i else set()
     cols = [f.name for f in schema if f.name in own and f.name not in before
             and (f.name.startswith("q_") and not f.name.startswith("q_scope_") or f.name in SIGNAL_COLUMNS
                  or f.name in model_columns(run, i))
@@ -176,7 +184,7 @@ def stage_signals(run: Run, i: int) -> tuple[list[charts.Signal], int]:
         return [], 0
     seed = int(run.config.get("seed", 0))
     kept = sample_columns(parts, cols, seed, MAX_VALUES)
-    removed = sample_columns(sorted((folder / "rejects").glob("part-*.parquet")), cols, seed + 1, MAX_VALUES)
+    removed = sample_columns(stage.reject_parts(), cols, seed + 1, MAX_VALUES)
     cfg, name = run.stage_config(i), run.stages[i]["name"]
     sigs = [charts.Signal(c, kept[c], removed.get(c), thresholds(name, cfg, c)) for c in cols if c in kept]
     return sigs, run.stages[i]["docs_out"]
@@ -311,14 +319,14 @@ def languages_section(run: Run) -> str:
         langs = dict(sorted(_extra(run.stages[i], "kept_lang_").items(), key=lambda kv: -kv[1]))
         body.append(figure(f"languages-{i:02d}", charts.bars(list(langs), list(langs.values()), "documents",
                                                              "documents kept by langid, per language"),
-                           langs, f"Documents per language after {i:02d}-langid (extra kept_lang_*)."))
+                           langs, f"Documents per language after {stage_name(i, 'langid')} (extra kept_lang_*)."))
     for i in run.find("tokenize"):
         toks = {k: v for k, v in _extra(run.stages[i], "tokens_").items()}
         toks = dict(sorted(toks.items(), key=lambda kv: -kv[1]))
         if toks:
             body.append(figure(f"tokens-lang-{i:02d}", charts.bars(list(toks), list(toks.values()), "tokens",
                                                                    "tokens per language"),
-                               toks, f"Tokens per language out of {i:02d}-tokenize (extra tokens_<lang>)."))
+                               toks, f"Tokens per language out of {stage_name(i, 'tokenize')} (extra tokens_<lang>)."))
     return section("languages", "Languages", "".join(body) or note("No langid or tokenize stage in this run."))
 
 
@@ -330,10 +338,10 @@ def signals_section(run: Run) -> str:
             continue
         shown = {g.column: {"kept": int(len(g.kept)), "removed": int(len(g.removed)) if g.removed is not None
                             else None, "thresholds": dict(g.thresholds)} for g in sigs}
-        fid = f"signals-{i:02d}-{s['name']}"
+        fid = f"signals-{stage_name(i, s['name'])}"
         sampled = any(v["kept"] < n for v in shown.values())
-        body.append(figure(fid, charts.signal_grid(sigs, f"{i:02d}-{s['name']}: signal columns"), shown,
-                           f"{i:02d}-{s['name']}: histograms of the signal columns it added, over "
+        body.append(figure(fid, charts.signal_grid(sigs, f"{stage_name(i, s['name'])}: signal columns"), shown,
+                           f"{stage_name(i, s['name'])}: histograms of the signal columns it added, over "
                            f"{'a seeded sample of ' if sampled else ''}its kept documents (blue) and, where its "
                            f"rejects carry the column, its removed ones (orange); dashed lines are the thresholds "
                            f"of RUN/config.resolved.yaml, named above each plot."))
@@ -358,9 +366,9 @@ def dedup_section(run: Run) -> str:
             sizes = {k: sizes[k] for k in order}
             body.append(figure(f"clusters-{i:02d}", charts.bars(order, list(sizes.values()), "clusters",
                                                                 "near-duplicate clusters by size"),
-                               sizes, f"{i:02d}-{s['name']}: clusters by number of documents (extra "
+                               sizes, f"{stage_name(i, s['name'])}: clusters by number of documents (extra "
                                       f"cluster_size_*); one document of each stays."))
-        sample = run.folder(i) / "clusters_sample.jsonl"
+        sample = run.stage(i).clusters_sample
         if sample.is_file():
             body.append(_cluster_samples(sample))
     if rows:
@@ -385,7 +393,7 @@ def tokens_section(run: Run) -> str:
     seed = int(run.config.get("seed", 0))
     seq_len = next((run.stage_config(i).get("seq_len") for i in run.find("pack")), None)
     for i in run.find("tokenize"):
-        got = sample_columns(part_paths(run.folder(i)), ["token_count", "n_tokens", "compression_ratio"], seed,
+        got = sample_columns(run.stage(i).parts(), ["token_count", "n_tokens", "compression_ratio"], seed,
                                  MAX_VALUES)
         vals = got.get("token_count", got.get("n_tokens"))   # runs made before token_count have n_tokens only
         if vals is None:
@@ -397,14 +405,14 @@ def tokens_section(run: Run) -> str:
                                                                     "token count per document", lines),
                            {"documents": n, "histogram_of": int(len(vals)), "tokens": run.stages[i]["extra"]
                             .get("tokens")},
-                           f"{i:02d}-tokenize: tokens per document (token_count of its parts{sample}); "
+                           f"{stage_name(i, 'tokenize')}: tokens per document (token_count of its parts{sample}); "
                            f"dashed: pack's seq_len."))
         if "compression_ratio" in got:
             ratio = got["compression_ratio"]
             body.append(figure(f"compression-hist-{i:02d}", charts.histogram(
                 ratio, "characters per token", "compression ratio per document"),
                 {"documents": n, "histogram_of": int(len(ratio))},
-                f"{i:02d}-tokenize: characters per token of each document (compression_ratio{sample})."))
+                f"{stage_name(i, 'tokenize')}: characters per token of each document (compression_ratio{sample})."))
         for kind, label in (("by_language", "language"), ("by_source", "source")):
             groups = (_metrics(run).get("token_stats") or {}).get(kind) or {}
             if groups:
@@ -422,7 +430,7 @@ def tokens_section(run: Run) -> str:
             body.append(table(f"tokens-lang-{i:02d}", ["language", "tokens", "characters"],
                               [f'<tr data-lang="{e(k)}"><td>{e(k)}</td>{td(v, "tokens")}{td(chars.get(k), "chars")}'
                                f"</tr>" for k, v in sorted(toks.items(), key=lambda kv: -kv[1])],
-                              f"Tokens and characters per language ({i:02d}-tokenize extra)."))
+                              f"Tokens and characters per language ({stage_name(i, 'tokenize')} extra)."))
     return section("tokens", "Tokens", "".join(body) or note("No tokenize stage in this run."))
 
 
@@ -457,7 +465,7 @@ def metrics_section(run: Run) -> str:
     """Seed 002's dashboard (监控): pipeline health, data quality, output; the same numbers as RUN/metrics.prom."""
     m = _metrics(run)
     body = []
-    rows = [f'<tr data-stage="{e(h["name"])}"><td>{i:02d}-{e(h["name"])}</td>'
+    rows = [f'<tr data-stage="{e(h["name"])}"><td>{e(stage_name(i, h["name"]))}</td>'
             + "".join(td(h[k], k) for k in ("docs_per_second", "partition_seconds_p50", "partition_seconds_p99",
                                             "errors", "error_rate", "retries")) + "</tr>"
             for i, h in enumerate(m["stages"])]
@@ -499,7 +507,7 @@ def metrics_section(run: Run) -> str:
 def mixture_section(run: Run) -> str:
     ledger = (run.manifest or {}).get("mixture")
     for i in run.find("mixture"):            # a run that stops before pack: the stage's own ledger file
-        f = run.folder(i) / "mixture.json"
+        f = run.stage(i).ledger
         if not ledger and f.is_file():
             ledger = json.loads(f.read_text(encoding="utf-8"))
     if not ledger:
@@ -544,7 +552,7 @@ def throughput_section(run: Run) -> str:
 
 
 def extra_section(run: Run) -> str:
-    rows = [f'<tr data-stage="{e(s["name"])}"><td>{i:02d}-{e(s["name"])}</td><td>{e(k)}</td>{td(v, k)}</tr>'
+    rows = [f'<tr data-stage="{e(s["name"])}"><td>{e(stage_name(i, s["name"]))}</td><td>{e(k)}</td>{td(v, k)}</tr>'
             for i, s in enumerate(run.stages) for k, v in s["extra"].items()]
     if not rows:
         return section("counters", "Stage counters", note("No stage counters."))
@@ -560,9 +568,9 @@ def audit_section(run: Run, index: dict[str, Any], shown: int) -> str:
                  f"rate >= {audit_mod.MIN_PASS_RATE} PASS, >= {audit_mod.ESCALATION_THRESHOLD} WARN, else "
                  f"ESCALATE.")]
     for folder, info in index.get("stages", {}).items():
-        path = run.root / audit_mod.AUDIT_DIR / info["file"]
+        path = run.layout.audit / info["file"]
         samples = audit_mod.read_jsonl(path, shown) if path.is_file() else []
-        rev_path = run.root / audit_mod.AUDIT_DIR / f"{folder}.review.json"
+        rev_path = run.layout.audit / f"{folder}.review.json"
         rev = json.loads(rev_path.read_text(encoding="utf-8")) if rev_path.is_file() else None
         verdict = (f"review: {rev['verdict']} {rev['passed']}/{rev['reviewed']}" if rev and rev.get("verdict")
                    else "not reviewed")
@@ -582,7 +590,7 @@ def audit_section(run: Run, index: dict[str, Any], shown: int) -> str:
 
 def config_section(run: Run) -> str:
     return section("config", "Resolved config",
-                   f'<pre id="config-resolved" data-file="config.resolved.yaml">{e(run.config_text)}</pre>')
+                   f'<pre id="config-resolved" data-file="{e(CONFIG_FILE)}">{e(run.config_text)}</pre>')
 
 
 CSS = """

@@ -9,13 +9,13 @@ the bucket as a resumed run takes them (`RemoteRun.pull`: a stage's marker decid
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gpupipe.io import storage
+from gpupipe.run.rundir import NAMES, STATS_FILE, RunDir, RunLayout, at
 
-STATS_FILE = "stats.json"
-TOP_FILES = ("stats.json", "config.resolved.yaml", "shards/manifest.json")
-AUDIT_DIR = "audit"
+TOP_FILES = (NAMES.stats, NAMES.config, NAMES.manifest)   # copied down beside the stages (relative paths)
 
 
 class NotARunDir(ValueError):
@@ -23,7 +23,7 @@ class NotARunDir(ValueError):
 
 
 def check_run_dir(location: str) -> None:
-    if not storage.isfile(storage.join(location, STATS_FILE)):
+    if not storage.isfile(at(location, NAMES.stats)):
         raise NotARunDir(f"{location} is not a finished run directory (no {STATS_FILE})")
 
 
@@ -42,7 +42,6 @@ class RunLocation:
             check_run_dir(str(self.local))
             return self
         from gpupipe.run.remote import RemoteRun, default_work_dir
-        from gpupipe.run.rundir import RunDir
 
         check_run_dir(self.url)
         self.local = default_work_dir(self.url)
@@ -52,15 +51,16 @@ class RunLocation:
             RemoteRun(self.url, self.local).pull()
             for rel in TOP_FILES:
                 target = self.local / rel
-                if storage.isfile(storage.join(self.url, rel)):
-                    storage.get_file(storage.join(self.url, rel), target)
+                if storage.isfile(at(self.url, rel)):
+                    storage.get_file(at(self.url, rel), target)
                 else:
                     target.unlink(missing_ok=True)
             # audit/ as the bucket holds it: reviews recorded on another machine are kept
-            storage.remove(str(self.local / AUDIT_DIR), recursive=True)
-            audit = storage.join(self.url, AUDIT_DIR)
+            local_audit = RunLayout(self.local).audit
+            storage.remove(str(local_audit), recursive=True)
+            audit = at(self.url, NAMES.audit)
             for rel in storage.find(audit):
-                storage.get_file(storage.join(audit, rel), self.local / AUDIT_DIR / rel)
+                storage.get_file(storage.join(audit, rel), local_audit / rel)
         except BaseException:
             self._rundir.unlock()
             raise
@@ -70,7 +70,7 @@ class RunLocation:
         if self._rundir is not None:
             self._rundir.unlock()
 
-    def push(self, *names: str) -> None:
+    def push(self, *names: str | os.PathLike) -> None:
         """Upload these files or folders (relative to the run directory) back to the bucket."""
         if self.url is None:
             return

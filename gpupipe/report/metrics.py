@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from gpupipe.report.sample import sample_columns
-
-METRICS_FILE = "metrics.prom"
+from gpupipe.run.rundir import METRICS_FILE, RunLayout, StageDir, stage_name
 # removal reasons that are failures to read a record rather than decisions about its content (gpupipe/io/records.py
 # REASONS, extract.py): the error rate's numerator
 ERROR_REASONS = ("unreadable_record", "decode_error", "extract_error")
@@ -60,14 +59,14 @@ def stage_health(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _output_folder(stats: dict[str, Any], root: Path) -> Path | None:
+def _output_folder(stats: dict[str, Any], root: Path) -> StageDir | None:
     """The folder of the output documents: the tokenize stage's (they carry token counts), else the curated one."""
+    layout = RunLayout(root)
     names = [s["name"] for s in stats["stages"]]
     if "tokenize" in names:
-        i = len(names) - 1 - names[::-1].index("tokenize")
-        return root / "stages" / f"{i:02d}-tokenize"
+        return layout.stage(len(names) - 1 - names[::-1].index("tokenize"), "tokenize")
     curated = stats.get("curated_dir")   # a stage folder; a URL when the run directory is in a bucket
-    return root / "stages" / curated.rstrip("/").rsplit("/", 1)[-1] if curated else None
+    return layout.stage_named(curated.rstrip("/").rsplit("/", 1)[-1]) if curated else None
 
 
 def _count_outputs(parts: list[Path]) -> dict[str, Counter]:
@@ -110,13 +109,11 @@ def _quantiles(v: np.ndarray) -> dict[str, float]:
 def token_stats(stats: dict[str, Any], root: Path, seed: int = 0) -> dict[str, Any]:
     """Per language and per source: documents, tokens, characters, characters per token (exact, from the tokenize
     counters) and the quantiles of token_count and compression_ratio per document (a seeded sample of the parts)."""
-    from gpupipe.run.rundir import kept_parts
-
     tok = [s for s in stats["stages"] if s["name"] == "tokenize"]
     if not tok:
         return {}
     s, folder = tok[-1], _output_folder(stats, root)
-    sample = sample_columns(kept_parts(folder), ["lang", "source", "token_count", "compression_ratio"], seed)
+    sample = sample_columns(folder.kept_parts(), ["lang", "source", "token_count", "compression_ratio"], seed)
     out: dict[str, Any] = {}
     for column, prefix in (("lang", ""), ("source", "source_")):
         docs = _extra(s, f"{prefix}documents_")
@@ -135,8 +132,6 @@ def token_stats(stats: dict[str, Any], root: Path, seed: int = 0) -> dict[str, A
 
 def run_metrics(stats: dict[str, Any], root: str | Path, seed: int = 0) -> dict[str, Any]:
     """The `metrics` object of RUN/stats.json (docs/stats_schema.md): see the module docstring."""
-    from gpupipe.run.rundir import kept_parts
-
     root = Path(root)
     st = stats["stages"]
     langs: dict[str, int] = {}
@@ -146,18 +141,18 @@ def run_metrics(stats: dict[str, Any], root: str | Path, seed: int = 0) -> dict[
     tok = [s for s in st if s["name"] == "tokenize"]
     if not langs and tok:
         langs = _extra(tok[-1], "documents_")
-    scores = {f"{i:02d}-{s['name']}": {k: v for k, v in s["extra"].items() if k.startswith(SCORE_BIN_PREFIXES)}
+    scores = {stage_name(i, s["name"]): {k: v for k, v in s["extra"].items() if k.startswith(SCORE_BIN_PREFIXES)}
               for i, s in enumerate(st)}
     hist = sorted(((int(k), v) for k, v in _extra(tok[-1], TOKEN_COUNT_BIN).items()) if tok else [])
     folder = _output_folder(stats, root)
-    counts = _count_outputs(kept_parts(folder) if folder is not None and folder.is_dir() else [])
+    counts = _count_outputs(folder.kept_parts() if folder is not None and folder.root.is_dir() else [])
     top = sorted(counts["domain_docs"].items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_DOMAINS]
     return {
         "stages": [stage_health(s) for s in st],
         "languages": dict(sorted(langs.items(), key=lambda kv: (-kv[1], kv[0]))),
         "quality_scores": {k: v for k, v in scores.items() if v},
         "token_count_histogram": {str(lo): n for lo, n in hist},
-        "dedup_rate": {f"{i:02d}-{s['name']}": {"docs": _rate(sum(s["removed"].values()), s["docs_in"]),
+        "dedup_rate": {stage_name(i, s["name"]): {"docs": _rate(sum(s["removed"].values()), s["docs_in"]),
                                                  "bytes": _rate(s["bytes_in"] - s["bytes_out"], s["bytes_in"])}
                        for i, s in enumerate(st) if s["name"].endswith("dedup")},
         "tokens_by_language": ({k: v for k, v in sorted(_extra(tok[-1], "tokens_").items())} if tok else {}),
@@ -264,7 +259,7 @@ def prometheus_text(stats: dict[str, Any], run_name: str) -> str:
 def write_metrics(root: str | Path, stats: dict[str, Any]) -> Path:
     from gpupipe.io.parts import atomic_write_text
 
-    path = Path(root) / METRICS_FILE
+    path = RunLayout(root).metrics
     atomic_write_text(path, prometheus_text(stats, Path(root).name))
     return path
 

@@ -226,11 +226,13 @@ def validate_stage_stats(d: dict[str, Any]) -> list[str]:
 
 def validate_run_dir(run_dir: str | Path) -> list[str]:
     """Validate RUN/stats.json and every stage's stats.json, and that they agree with each other."""
-    run = Path(run_dir)
-    stats = json.loads((run / "stats.json").read_text(encoding="utf-8"))
+    from gpupipe.run.rundir import RunLayout
+
+    run = RunLayout(run_dir)
+    stats = json.loads(run.stats.read_text(encoding="utf-8"))
     problems = validate_stats(stats)
     for i, entry in enumerate(stats.get("stages", [])):
-        path = run / "stages" / f"{i:02d}-{entry.get('name')}" / "stats.json"
+        path = run.stage(i, entry.get("name")).marker
         if not path.is_file():
             problems.append(f"{path}: missing")
             continue

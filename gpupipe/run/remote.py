@@ -30,12 +30,11 @@ import os
 from pathlib import Path
 
 from gpupipe.io import storage
+from gpupipe.run.rundir import LOCK_FILE, MANIFEST_FILE, NAMES, RESULT_FILES, STATS_FILE, RunLayout, at
 
 log = logging.getLogger("gpupipe")
 
-STATS_FILE = "stats.json"
-MANIFEST_FILE = "manifest.json"
-LOCAL_ONLY = ("run.lock",)
+LOCAL_ONLY = (LOCK_FILE,)
 
 
 def default_work_dir(url: str) -> Path:
@@ -62,7 +61,7 @@ class RemoteRun:
         self.url, self.local = url.rstrip("/"), Path(local)
 
     def _stage_url(self, name: str) -> str:
-        return storage.join(self.url, "stages", name)
+        return at(self.url, NAMES.stage_named(name).root)
 
     def _remote_marker(self, name: str) -> bytes | None:
         try:
@@ -74,13 +73,12 @@ class RemoteRun:
         """Make the local copy's completed stages those of the bucket (module doc)."""
         import shutil
 
-        stages = self.local / "stages"
-        stages.mkdir(parents=True, exist_ok=True)
-        names = set(storage.listdir(storage.join(self.url, "stages"))) | {d.name for d in stages.iterdir()
-                                                                          if d.is_dir()}
+        layout = RunLayout(self.local)
+        layout.stages_root.mkdir(parents=True, exist_ok=True)
+        names = set(storage.listdir(at(self.url, NAMES.stages_root))) | {d.name for d in layout.stage_dirs()}
         for name in sorted(names):
-            folder, remote = stages / name, self._remote_marker(name)
-            marker = folder / STATS_FILE
+            stage, remote = layout.stage_named(name), self._remote_marker(name)
+            folder, marker = stage.root, stage.marker
             here = marker.read_bytes() if marker.is_file() else None
             if here is not None and here == remote:
                 continue
@@ -98,13 +96,13 @@ class RemoteRun:
     def invalidate(self, stage_names: list[str], first: int | None) -> None:
         """The bucket side of RunDir.drop_stale and (when a stage `first` is redone) of RunDir.invalidate_from."""
         if first is not None:
-            for name in ("stats.json", "report.html"):
+            for name in RESULT_FILES:
                 storage.remove(storage.join(self.url, name))
-            storage.remove(storage.join(self.url, "shards"), recursive=True)
+            storage.remove(at(self.url, NAMES.shards), recursive=True)
             for name in stage_names[first:]:
                 storage.remove(storage.join(self._stage_url(name), STATS_FILE))
         valid = set(stage_names)
-        for name in storage.listdir(storage.join(self.url, "stages")):
+        for name in storage.listdir(at(self.url, NAMES.stages_root)):
             if name not in valid:
                 storage.remove(self._stage_url(name), recursive=True)
 
@@ -116,8 +114,9 @@ class RemoteRun:
 
     def push_results(self) -> None:
         """The end of a run: the shards (manifest last), the other top-level files, stats.json last."""
-        for sub in sorted(p for p in self.local.iterdir() if p.is_dir() and p.name != "stages"):
-            _upload_tree(sub, storage.join(self.url, sub.name), last=MANIFEST_FILE if sub.name == "shards" else None)
+        layout = RunLayout(self.local)
+        for sub in sorted(p for p in self.local.iterdir() if p.is_dir() and p != layout.stages_root):
+            _upload_tree(sub, storage.join(self.url, sub.name), last=MANIFEST_FILE if sub == layout.shards else None)
         top = sorted(p.name for p in self.local.iterdir() if p.is_file() and p.name not in LOCAL_ONLY
                      and not p.name.startswith("."))
         for name in sorted(top, key=lambda n: n == STATS_FILE):

@@ -26,9 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from gpupipe.io import storage
-from gpupipe.io.parts import atomic_write_text
+from gpupipe.io.parts import atomic_write_text, part_paths
+# A shard folder is a product of its own, read without a run directory (`gpupipe verify`, the loader): its two names
+# are spelled by the token package, and the run directory's shards/ takes them from there.
+from gpupipe.tokens.packing import MANIFEST_FILE
+from gpupipe.tokens.tokenizer import TOKENIZER_FILE
 
-# Every name in a run directory, spelled here only (tests/test_import_contract.py looks for them elsewhere).
+# Every name in a run directory, spelled here only (tests/run/test_layout.py looks for them elsewhere).
 STATS_FILE = "stats.json"          # RUN/stats.json, and each stage's completion marker
 CONFIG_FILE = "config.resolved.yaml"
 REPORT_FILE = "report.html"
@@ -38,12 +42,19 @@ FILE_HASHES = "file_hashes.json"
 STAGES_DIR, LOGS_DIR, LOG_FILE, SHARDS_DIR, AUDIT_DIR = "stages", "logs", "run.log", "shards", "audit"
 REJECTS_DIR = "rejects"            # in a stage's folder: what it removed (Parquet parts; the read stage's JSONL)
 EXCHANGE_DIR = "_exchange"         # in a global stage's folder while it runs: files between its phases
-MANIFEST_FILE, TOKENIZER_FILE = "manifest.json", "tokenizer.json"   # in shards/ (and the tokenizer beside parts)
+# MANIFEST_FILE, TOKENIZER_FILE (above): in shards/ (and the tokenizer beside a stage's parts)
 LEDGER_FILE = "mixture.json"                 # the mixture stage's plan of copies per source
 DECONTAM_REPORT_FILE = "decontam_report.json"
 CLUSTERS_SAMPLE_FILE = "clusters_sample.jsonl"   # near/semantic dedup: sampled duplicate groups, for review
 # What a run's end writes at the top level: removed when a run starts over, so a partial run never looks complete.
 RESULT_FILES = (STATS_FILE, REPORT_FILE)
+REJECTED_RECORDS = "*.jsonl"       # in the read stage's rejects/: the records it could not read (JSONL, per file)
+
+
+def stage_name(index: int, name: str) -> str:
+    """A stage's folder name, NN-name: also how the report, the metrics and the audit name a stage (a station may
+    appear twice in a config, so its name alone is no key)."""
+    return f"{index:02d}-{name}"
 
 
 @dataclass(frozen=True)
@@ -54,20 +65,52 @@ class StageDir:
     root: Path        # RUN/stages/NN-name
     run_root: Path    # RUN
 
+    @classmethod
+    def of(cls, folder: str | os.PathLike) -> "StageDir":
+        """A stage folder as a reader finds it (RUN/stages/NN-name: its run directory two levels up)."""
+        folder = Path(folder)
+        return cls(folder, folder.parent.parent)
+
     @property
     def name(self) -> str:
         return self.root.name
+
+    @property
+    def station(self) -> str:
+        """The station's name: the folder's name without its NN- (`stage_name`)."""
+        index, sep, rest = self.name.partition("-")
+        return rest if sep and index.isdigit() else self.name
 
     def part(self, name: str) -> Path:
         """A kept part of this stage (`name`: the input part's file name, e.g. part-00003.parquet)."""
         return self.root / name
 
     def parts(self) -> list[Path]:
-        return sorted(self.root.glob("part-*.parquet"))
+        return part_paths(self.root)
+
+    def kept_parts(self) -> list[Path]:
+        """The parts holding the documents this stage kept (its chain's, for a fused stage): `kept_parts`."""
+        return kept_parts(self.root)
+
+    def columns(self) -> list[str]:
+        """The columns of the documents this stage passed on: `stage_columns`."""
+        return stage_columns(self.root)
 
     @property
     def rejects(self) -> Path:
         return self.root / REJECTS_DIR
+
+    def reject_parts(self) -> list[Path]:
+        """The documents this stage removed (Parquet parts in rejects/)."""
+        return part_paths(self.rejects)
+
+    def rejected_records(self) -> list[Path]:
+        """The read stage's rejected records (JSONL in rejects/, one file per input file)."""
+        return sorted(self.rejects.glob(REJECTED_RECORDS))
+
+    def read_marker(self) -> dict[str, Any]:
+        """This stage's marker (its stats.json) as a dict; {} while the stage is not done."""
+        return _marker(self.root)
 
     def side(self, folder: str) -> Path:
         """A side table folder a stage writes beside its parts (`Applied.side`)."""
@@ -109,12 +152,25 @@ class RunLayout:
         self.root = Path(root)
 
     def stage(self, index: int, name: str) -> StageDir:
-        return StageDir(self.root / STAGES_DIR / f"{index:02d}-{name}", self.root)
+        return self.stage_named(stage_name(index, name))
+
+    def stage_named(self, folder: str) -> StageDir:
+        """A stage by its folder name (NN-name, `stage_name`)."""
+        return StageDir(self.stages_root / folder, self.root)
+
+    def stage_of(self, stats: dict[str, Any], index: int) -> StageDir:
+        """The folder of entry `index` of a run's stats.json `stages`."""
+        return self.stage(index, stats["stages"][index]["name"])
 
     def stage_dirs(self) -> list[StageDir]:
         """The stage folders present, in order."""
-        folder = self.root / STAGES_DIR
+        folder = self.stages_root
         return [StageDir(f, self.root) for f in sorted(folder.iterdir()) if f.is_dir()] if folder.is_dir() else []
+
+    @property
+    def stages_root(self) -> Path:
+        """RUN/stages: the folder of the stage folders."""
+        return self.root / STAGES_DIR
 
     @property
     def stats(self) -> Path:
@@ -148,6 +204,29 @@ class RunLayout:
     def log(self) -> Path:
         return self.root / LOGS_DIR / LOG_FILE
 
+    @property
+    def lock_file(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def result_files(self) -> list[Path]:
+        """What a run's end writes at the top level (`RESULT_FILES`)."""
+        return [self.root / name for name in RESULT_FILES]
+
+    def relative(self, path: str | os.PathLike) -> str:
+        """A path inside this run directory as its name relative to it ('stages/03-langid', 'shards/manifest.json')."""
+        return Path(path).relative_to(self.root).as_posix()
+
+
+# The layout relative to any run directory: NAMES.manifest is Path('shards/manifest.json'). For readers of a run
+# directory named by a URL, which join these names with io.storage (`at`): plan, run/remote.py, report/location.py.
+NAMES = RunLayout("")
+
+
+def at(location: str | os.PathLike, path: str | os.PathLike) -> str:
+    """`path` (relative, e.g. a NAMES path) inside the run directory `location`: a local path or a URL."""
+    return storage.join(location, *Path(path).parts)
+
 
 def _marker(folder: Path) -> dict[str, Any]:
     f = folder / STATS_FILE
@@ -159,13 +238,13 @@ def kept_parts(folder: Path) -> list[Path]:
     ran fused inside a chain without keeping its parts (`parts_kept: false`), the chain's last stage's parts, then
     the rejects of each later stage of the chain (they were kept here and removed there)."""
     if _marker(folder).get("parts_kept") is not False:
-        return sorted(folder.glob("part-*.parquet"))
+        return part_paths(folder)
     later = sorted(f for f in folder.parent.iterdir() if f.is_dir() and f.name > folder.name)
     rejects: list[Path] = []
     for f in later:
-        rejects += sorted((f / "rejects").glob("part-*.parquet"))
+        rejects += part_paths(f / REJECTS_DIR)
         if _marker(f).get("parts_kept") is not False:  # the chain's last stage
-            return sorted(f.glob("part-*.parquet")) + rejects
+            return part_paths(f) + rejects
     return rejects
 
 
@@ -175,7 +254,7 @@ def stage_columns(folder: Path) -> list[str]:
     if cols is None:
         import pyarrow.parquet as pq
 
-        parts = sorted(folder.glob("part-*.parquet"))
+        parts = part_paths(folder)
         cols = pq.ParquetFile(parts[0]).schema_arrow.names if parts else []
     return cols
 
@@ -238,7 +317,7 @@ class RunDir(RunLayout):
 
         flock, not a lock file's existence: the kernel drops the lock when its holder dies (even by kill -9), so a
         lock file left behind is detected as stale by simply getting the lock."""
-        fh = open(self.root / LOCK_FILE, "a+", encoding="utf-8")
+        fh = open(self.lock_file, "a+", encoding="utf-8")
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -292,16 +371,14 @@ class RunDir(RunLayout):
         """Before a run that will redo stage `first` and after: remove the run-level results and the completion
         markers of that stage and every later one, so nothing left by an earlier config looks complete if this run
         is interrupted."""
-        for name in RESULT_FILES:
-            (self.root / name).unlink(missing_ok=True)
-        from gpupipe.stages.tokens.pack import SHARDS_DIR  # late: stages import the run package's helpers
-
-        shutil.rmtree(self.root / SHARDS_DIR, ignore_errors=True)
+        for path in self.result_files:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(self.shards, ignore_errors=True)
         for folder in folders[first:]:
             (folder / STATS_FILE).unlink(missing_ok=True)
 
     def stage_dir(self, index: int, name: str) -> Path:
-        return self.root / "stages" / f"{index:02d}-{name}"
+        return self.stage(index, name).root
 
     def completed(self, folder: Path, key: str) -> dict[str, Any] | None:
         """The saved stats of a stage done with the same key, else None."""
@@ -320,7 +397,7 @@ class RunDir(RunLayout):
 
     def drop_stale(self, valid: set[str]) -> None:
         """Remove stage folders a previous run left that this run's stage list does not have."""
-        for d in (self.root / "stages").iterdir():
+        for d in self.stages_root.iterdir():
             if d.is_dir() and d.name not in valid:
                 shutil.rmtree(d)
 
