@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.config_base import ConfigError
     from gpupipe.run import interrupt
     from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
-    from gpupipe.run.rundir import RunDirBusy
+    from gpupipe.run.rundir import CONFIG_FILE, LOGS_DIR, NAMES, STAGES_DIR, STATS_FILE, RunDirBusy, at
 
     overrides: dict[str, Any] = {}
     if args.input:
@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, DeviceError, RunDirBusy) as e:
         return fail(str(e), 2)
     except (EmptyRunError, ConservationError) as e:
-        return fail(f"{e}\n(stats: {cfg.output.rstrip('/')}/stats.json)", 1)
+        return fail(f"{e}\n(stats: {at(cfg.output.rstrip('/'), NAMES.stats)})", 1)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         return fail(f"interrupted ({signal.Signals(signum).name}); run the same command again to resume after "
@@ -137,11 +137,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in stats.get("warnings", []):
         errors.print(f"warning: {w}", style="yellow")
     console.print(funnel_table(stats))
-    console.print(f"run directory: {cfg.output}  (stats.json, config.resolved.yaml, stages/, logs/)")
+    console.print(f"run directory: {cfg.output}  ({STATS_FILE}, {CONFIG_FILE}, {STAGES_DIR}/, {LOGS_DIR}/)")
     console.print(f"curated documents: {stats['curated_dir']}")
     from gpupipe.io import storage
 
-    report = storage.join(cfg.output, "report.html")
+    report = at(cfg.output, NAMES.report)
     if storage.isfile(report):
         local = cfg.output
         if storage.is_url(cfg.output):   # audit and report work on the run's local copy (run/remote.py)
