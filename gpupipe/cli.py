@@ -87,11 +87,24 @@ def funnel_table(stats: dict[str, Any]) -> Table:
     return t
 
 
+def _workers(v: str) -> int | str:
+    if v == "auto":
+        return v
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more) or auto, got {v!r}")
+    return n
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.backend import DeviceError
     from gpupipe.config import load_config
     from gpupipe.config_base import ConfigError
     from gpupipe.run import interrupt
+    from gpupipe.report.views import write_views
     from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
     from gpupipe.run.rundir import CONFIG_FILE, LOGS_DIR, NAMES, STAGES_DIR, STATS_FILE, RunDirBusy, at
 
@@ -113,13 +126,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     for location in [*cfg.input.path, cfg.output]:   # the config's URLs too (main() checked the flags')
         storage.require(location)
-    if args.workers is not None and cfg.executor.kind == "local":
-        errors.print(f"warning: --workers {args.workers} is ignored: executor 'local' runs the partitions one "
-                     f"after another in this process; use --executor dask for {args.workers} worker processes",
-                     style="yellow")
     try:
         with interrupt.stop_on_signals():
-            stats = run_pipeline(cfg, _progress_factory)
+            stats = run_pipeline(cfg, _progress_factory, views=write_views)
     except (ConfigError, DeviceError, RunDirBusy) as e:
         return fail(str(e), 2)
     except (EmptyRunError, ConservationError) as e:
@@ -305,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--scheduler-address", dest="scheduler_address",
                    help="a running Dask scheduler, e.g. tcp://HEAD:8786 (its workers run the tasks); sets executor "
                         "kind dask and executor.scheduler_address")
-    r.add_argument("--workers", type=int, help="Dask worker processes (executor dask); overrides executor.workers")
+    r.add_argument("--workers", type=_workers, help="worker processes (local: a pool on this machine, 1 runs in this "
+                   "process; dask: the LocalCluster's), or auto (one per core, the default); overrides "
+                   "executor.workers")
     r.add_argument("--partition-bytes", dest="partition_bytes",
                    help="text (HTML) bytes per partition, e.g. 128MiB; overrides executor.partition_bytes")
     r.add_argument("--partition-docs", dest="partition_docs", type=int,

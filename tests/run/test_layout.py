@@ -34,10 +34,9 @@ NAMES = frozenset(getattr(rundir, n) for n in NAME_CONSTANTS)
 # token package, and rundir imports them from there. Spelled there and nowhere else.
 HOMES = {rundir.MANIFEST_FILE: {"gpupipe/tokens/packing.py"}, rundir.TOKENIZER_FILE: {"gpupipe/tokens/tokenizer.py"}}
 
-# #29: being converted -- what the lead engineer has still to move onto RunLayout / StageDir (chunk_markdown's
-# "stats.json" names its own dataset folder's file, a product of `gpupipe chunk-markdown`, not a run directory's:
-# it takes a name of its own or an exception here). A file leaves this set once it spells no run-directory name
-# (test_to_convert_is_current says when), so the set only shrinks.
+# Products of their own that happen to share a name with a run directory's file: `gpupipe chunk-markdown` writes a
+# dataset folder (chunks.jsonl, rejected.jsonl, stats.json, dataset_info.json) read by LLaMA-Factory, not a run
+# directory. A file leaves this set once it spells no run-directory name (test_to_convert_is_current says when).
 TO_CONVERT = {
     "gpupipe/stages/text/chunk_markdown.py",
 }
