@@ -18,31 +18,34 @@ log = logging.getLogger("gpupipe")
 class LocalExecutor:
     """One machine. `processes` > 1: every task (a partition through a fused chain, a phase's task, an input file)
     runs in a pool of that many worker processes (spawned: safe after Rust-threaded libraries), each keeping its
-    stage instances, models and compiled kernels for the whole run; results come back in input order. 1: tasks in
-    this process, in input order; then `threads` > 1 runs the tasks of a `stateless` map (phases, whose hooks keep
-    nothing on the stage, tests/helpers/interleave.py) on threads, so one partition's I/O overlaps another's
-    kernels."""
+    stage instances, models and compiled kernels for the whole run; results come back in input order. The pool
+    outlives the run (`shared_pool`): a process that runs several pipelines (warm-up, tests, a notebook) starts its
+    workers once. 1: tasks in this process, in input order; then `threads` > 1 runs the tasks of a `stateless` map
+    (phases, whose hooks keep nothing on the stage, tests/helpers/interleave.py) on threads, so one partition's I/O
+    overlaps another's kernels."""
 
     kind = "local"
+    places = False   # every task runs on this machine's workers alike
 
     def __init__(self, threads: int = 1, processes: int = 1, log_file: str | None = None,
                  storage_options: dict | None = None, device: str = "cpu"):
+        import uuid
+
         self.threads = threads
         self.processes = processes
         # device gpu: this process is the GPU's feeder (one CUDA context, the device stations' tasks in turn,
         # each using the whole GPU), the pool takes the host stations
         self.device = device
-        self._worker_setup = (log_file, storage_options or {})
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-
-    places = False   # every task runs on this machine's workers alike
+        # what a worker sets up before this run's first task there: the run (its stage cache starts empty), its
+        # log file, its storage options
+        self._run = (uuid.uuid4().hex, log_file, storage_options or {})
 
     def map(self, fn: Callable, *iterables: Sequence, progress: Callable[[int], None] = lambda n: None,
             stateless: bool = False, label: str = "", resources: Any = None) -> list:
         args = list(zip(*iterables))
         on_gpu = self.device == "gpu" and resources is not None and resources.device
         if self.processes > 1 and len(args) > 1 and not on_gpu:
-            return _pooled(self._processes(), fn, args, progress)
+            return _pooled(self.processes, self._run, fn, args, progress)
         if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
             return _threaded(fn, args, min(self.threads, len(args)), progress)
         out = []
@@ -52,37 +55,33 @@ class LocalExecutor:
             progress(1)
         return out
 
-    def _processes(self) -> concurrent.futures.ProcessPoolExecutor:
-        if self._pool is None:
-            import multiprocessing
-
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                self.processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                initargs=self._worker_setup)
-        return self._pool
-
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        pass   # the pool stays for the next run of this process (shut down when the process exits)
 
 
-def _worker_init(log_file: str | None, storage_options: dict) -> None:
-    """A pool worker: the driver handles Ctrl-C (it cancels the tasks and stops the pool), the run's storage
-    options, its log lines to the run's log, and one thread for numba's parallel kernels (the pool is the
-    parallelism: a kernel on every core in every worker would oversubscribe the machine)."""
+_POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
+
+
+def shared_pool(processes: int) -> concurrent.futures.ProcessPoolExecutor:
+    """This process's pool of `processes` spawned workers, started on first use."""
+    pool = _POOLS.get(processes)
+    if pool is None:
+        import multiprocessing
+
+        pool = _POOLS[processes] = concurrent.futures.ProcessPoolExecutor(
+            processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+    return pool
+
+
+def _worker_init() -> None:
+    """A pool worker: the driver handles Ctrl-C (it cancels the tasks), log lines go to the run's log only, and
+    numba's parallel kernels take one thread (the pool is the parallelism: a kernel on every core in every worker
+    would oversubscribe the machine)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from gpupipe.io import storage
-
-    storage.configure(storage_options)
     log.setLevel(logging.INFO)
     log.propagate = False
-    if log_file:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [worker %(process)d] %(message)s"))
-        log.addHandler(handler)
     try:
         import numba
 
@@ -91,20 +90,47 @@ def _worker_init(log_file: str | None, storage_options: dict) -> None:
         pass
 
 
-def _pooled(pool: concurrent.futures.ProcessPoolExecutor, fn: Callable, args: list[tuple],
-            progress: Callable[[int], None]) -> list:
-    """fn over args in the pool, results in input order; the first error (or a stop request) cancels the tasks
-    not yet started and is raised."""
-    futures = [pool.submit(fn, *a) for a in args]
+_WORKER_RUN: list = [None]   # in a pool worker: the run whose tasks it runs now
+
+
+def _in_worker(run: tuple, fn: Callable, args: tuple):
+    """A task in a pool worker; its run's setup first when the run changed: an empty stage cache (a worker never
+    holds the models of an earlier run), the run's storage options, its log file."""
+    if _WORKER_RUN[0] != run:
+        from gpupipe.io import storage
+        from gpupipe.run.tasks import clear_worker_stages
+
+        _, log_file, storage_options = run
+        clear_worker_stages()
+        storage.configure(storage_options)
+        for h in list(log.handlers):
+            log.removeHandler(h)
+            h.close()
+        if log_file:
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [worker %(process)d] %(message)s"))
+            log.addHandler(handler)
+        _WORKER_RUN[0] = run
+    return fn(*args)
+
+
+def _pooled(processes: int, run: tuple, fn: Callable, args: list[tuple], progress: Callable[[int], None]) -> list:
+    """fn over args in the shared pool, results in input order; the first error (or a stop request) cancels the
+    tasks not yet started and is raised. A pool whose worker died (killed, out of memory) is dropped, so the next
+    run starts a new one."""
+    pool = shared_pool(processes)
+    futures = [pool.submit(_in_worker, run, fn, a) for a in args]
     try:
         for f in concurrent.futures.as_completed(futures):
             f.result()
             interrupt.check()
             progress(1)
         return [f.result() for f in futures]
-    except BaseException:
+    except BaseException as e:
         for f in futures:
             f.cancel()
+        if isinstance(e, concurrent.futures.BrokenExecutor):   # BrokenProcessPool
+            _POOLS.pop(processes, None)
         raise
 
 

@@ -33,6 +33,12 @@ def worker_stage(spec: tuple[type, str, RunContext]) -> Stage:
         return _WORKER_STAGES[key]
 
 
+def clear_worker_stages() -> None:
+    """Forget the cached stages (a pool worker starting another run's tasks)."""
+    with _WORKER_STAGES_LOCK:
+        _WORKER_STAGES.clear()
+
+
 def fusable(stage: Stage) -> bool:
     """A map station (not phased): consecutive ones run as one task per partition (`map_chain_task`)."""
     return isinstance(stage, MapStage) and not isinstance(stage, PhasedStage)
@@ -78,4 +84,4 @@ def map_partition_task(spec, in_path: Path, folder: StageDir) -> dict[str, Any]:
     return map_chain_task([spec], in_path, [folder], keep_parts=True)[0]
 
 
-__all__ = ["fusable", "map_chain_task", "map_partition_task", "worker_stage"]
+__all__ = ["clear_worker_stages", "fusable", "map_chain_task", "map_partition_task", "worker_stage"]
