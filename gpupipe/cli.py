@@ -68,7 +68,7 @@ def funnel_table(stats: dict[str, Any]) -> Table:
     t = Table(title=f"gpupipe funnel: {stats['input_records']} input records → {stats['output_docs']} documents")
     compiled = any(s.get("extra", {}).get("numba_compile_s") for s in stats["stages"] if not s.get("resumed"))
     cols = ("stage", "docs in", "docs out", "removed (by reason)", "MB in", "MB out", "seconds",
-            *(("compiling s",) if compiled else ()), "docs/s")
+            *(("compiling s",) if compiled else ()), "docs/s", "cores")
     for col in cols:
         t.add_column(col, justify="left" if col in ("stage", "removed (by reason)") else "right")
     for s in stats["stages"]:
@@ -78,12 +78,15 @@ def funnel_table(stats: dict[str, Any]) -> Table:
         busy = s["seconds"] - comp
         rate = f"{s['docs_in'] / busy:,.0f}" if busy > 0 and not s.get("resumed") and not s.get("skipped") else "-"
         state = " (skipped: did nothing)" if s.get("skipped") else " (resumed)" if s.get("resumed") else ""
+        # cores kept busy: CPU seconds (driver and workers) over wall seconds
+        cpu = s.get("extra", {}).get("cpu_seconds")
+        cores = f"{cpu / s['seconds']:.1f}" if cpu is not None and s["seconds"] > 0 and not s.get("resumed") else "-"
         t.add_row(s["name"] + state, f"{s['docs_in']:,}",
                   f"{s['docs_out']:,}", removed, f"{s['bytes_in'] / 1e6:.2f}", f"{s['bytes_out'] / 1e6:.2f}",
-                  f"{s['seconds']:.2f}", *((f"{comp:.2f}",) if compiled else ()), rate)
+                  f"{s['seconds']:.2f}", *((f"{comp:.2f}",) if compiled else ()), rate, cores)
     if compiled:
         t.caption = ("compiling s: numba compiling kernels on their first use (cached on disk afterwards; "
-                     "`gpupipe warmup` does it once); docs/s leaves it out")
+                     "`gpupipe warmup` does it once); docs/s leaves it out. cores: CPU time over wall time")
     return t
 
 
@@ -452,9 +455,11 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The `gpupipe` console script: `main`, then the process ends without tearing the interpreter down. Every
     output is written and closed by then (run files are atomic, the log handler is closed, a Dask cluster is shut
-    down in `run_pipeline`); freeing the modules and objects of a large run one by one costs up to a second
+    down in `run_pipeline`, the local pool's workers are stopped here); freeing the modules and objects of a large run one by one costs up to a second
     that a user would wait for."""
     code = main()
+    if "gpupipe.run.executors" in sys.modules:   # a local run's worker processes: stopped, not left behind
+        sys.modules["gpupipe.run.executors"].shutdown_pools()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -4,7 +4,8 @@ From a finished run (its RUN/stats.json, shard manifest and Parquet files) the p
 by one factor, `scale = target tokens / tokens the run produced`, since every stage's work and output grow with its
 input and each stage's input is a fixed share of the raw crawl (the run's survival rates):
 
-    CPU core-hours of a stage  = its seconds x the cores that ran it (executor workers; 1 for `local`) x scale / 3600
+    CPU core-hours of a stage  = its CPU seconds (driver and workers) x scale / 3600; for a run that did not measure
+                                 them, its seconds x the workers that ran it
     GPU-hours of a stage       = the same on a `device: gpu` run (one GPU per worker); a CPU run measured no GPU
                                  time, so it gets no GPU estimate (null), not a claim of 0 GPU-hours
     temporary storage          = the Parquet files of the stage's folder (parts, rejects, side tables) x scale
@@ -115,7 +116,10 @@ def plan_from_run(run_dir: str | os.PathLike, target_tokens: int, cpus: int | No
     first_in = stats["stages"][0]["docs_in"] or 1
     stages = []
     for i, s in enumerate(stats["stages"]):
-        core_h = s["seconds"] * cores * scale / 3600
+        # the CPU time the stage used (driver and workers, `extra.cpu_seconds`); runs before it was measured: the
+        # stage's wall time on every worker
+        cpu = s.get("extra", {}).get("cpu_seconds")
+        core_h = (cpu if cpu is not None else s["seconds"] * cores) * scale / 3600
         folder = NAMES.relative(NAMES.stage_of(stats, i).root) + "/"
         stages.append({
             "name": s["name"], "group": group_of(s["name"]),

@@ -73,13 +73,37 @@ def shared_pool(processes: int) -> concurrent.futures.ProcessPoolExecutor:
     return pool
 
 
+def shutdown_pools() -> None:
+    """Stop this process's pools now (the CLI ends with os._exit, which runs no atexit handler): tasks not started
+    are dropped, the workers are terminated."""
+    for pool in list(_POOLS.values()):
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.join(timeout=5)
+    _POOLS.clear()
+
+
 def _worker_init() -> None:
     """A pool worker: the driver handles Ctrl-C (it cancels the tasks), log lines go to the run's log only, and
     numba's parallel kernels take one thread (the pool is the parallelism: a kernel on every core in every worker
-    would oversubscribe the machine)."""
+    would oversubscribe the machine). It ends when its driver is gone, however the driver ended (kill -9 too)."""
+    import os
     import signal
+    import threading
+    import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    driver = os.getppid()
+
+    def orphaned() -> None:
+        while os.getppid() == driver:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, name="gpupipe-orphan-check", daemon=True).start()
     log.setLevel(logging.INFO)
     log.propagate = False
     try:

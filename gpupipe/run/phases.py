@@ -5,6 +5,7 @@ time as `phase_<name>_s`."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -86,16 +87,18 @@ def _run_phase(executor, run: PhaseRun, phase: Phase) -> list[float]:
                        [run.dir] * n, [arg] * n, stateless=True, label=f"{run.stage.name}:{phase.name}",
                        resources=run.stage.resources,
                        **({"progress": run.progress} if phase.counts else {})) if n else []
-    run.results[phase.name] = [r for r, _, _ in out]
+    run.results[phase.name] = [r for r, _, _, _ in out]
     if phase.counts:
-        for r, _, _ in out:
+        for r, _, _, _ in out:
             run.total.merge(StageStats.from_dict(r))
+    if cpu := sum(c for _, _, _, c in out):   # tasks in other processes: their CPU time
+        run.extra["cpu_seconds"] = round(run.extra.get("cpu_seconds", 0) + cpu, 3)
     # Tasks that ran in this process (a local executor, maybe two at once on threads) compiled in this process's
     # count, which each task's own difference would count twice when they overlap; tasks on other processes
     # (Dask workers) report theirs.
     here = compile_seconds() - c0
-    _compiled(run, here or sum(c for _, _, c in out))
-    return [p for _, p, _ in out]
+    _compiled(run, here or sum(c for _, _, c, _ in out))
+    return [p for _, p, _, _ in out]
 
 
 def _compiled(run: PhaseRun, seconds: float) -> None:
@@ -104,11 +107,14 @@ def _compiled(run: PhaseRun, seconds: float) -> None:
 
 
 def phase_task(fn: Callable, spec, index: int, item, exchange: Exchange, folder: StageDir,
-               arg) -> tuple[Any, float, float]:
-    """Worker side of a phase: its result, this process's peak RSS, and the seconds numba spent compiling."""
-    c0 = compile_seconds()
-    out = fn(worker_stage(spec), Task(index, item, exchange, folder, arg))
-    return out, peak_rss_mb(), compile_seconds() - c0
+               arg) -> tuple[Any, float, float, float]:
+    """Worker side of a phase: its result, this process's peak RSS, the seconds numba spent compiling, and the CPU
+    seconds the task used when it ran outside the driver."""
+    c0, cpu0 = compile_seconds(), time.process_time()
+    stage = worker_stage(spec)
+    out = fn(stage, Task(index, item, exchange, folder, arg))
+    cpu = time.process_time() - cpu0 if os.getpid() != stage.ctx.driver_pid else 0.0
+    return out, peak_rss_mb(), compile_seconds() - c0, cpu
 
 
 def apply_task(fn: Callable | None, spec, index: int, in_path: Path, folder: StageDir, exchange: Exchange,

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,7 +216,8 @@ def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str) -> RunPla
     refs = [{}] + _referenced_files(items, run)  # the read stage references no file but its inputs
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
                      results_hash=cfg.results_hash(), shuffle_buckets=cfg.executor.shuffle_buckets,
-                     files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest())
+                     files_hash=hashlib.sha256(json.dumps(refs, sort_keys=True).encode()).hexdigest(),
+                     driver_pid=os.getpid())
     read = ReadStage(cfg.input, ctx, inputs, cfg.executor.partitioning(device, input_bytes(inputs)))
     stages = [read] + [build_stage(item, ctx) for item in items]
     dirs = [run.stage(i, s.name) for i, s in enumerate(stages)]
@@ -283,6 +285,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
             size = (stage_stats[-1]["docs_out"], stage_stats[-1]["bytes_out"]) if i else (None, input_bytes(inputs))
             name = "+".join(stages[j].name for j in group)
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
+            cpu0 = time.process_time()
             with bar as b:
                 progress = b.advance if b is not None else (lambda n: None)
                 if len(group) == 1 and not fusable(stages[i]):
@@ -293,6 +296,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
                     done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,
                                       cfg.keep_intermediate, progress)
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
+            _add_driver_cpu(done, time.process_time() - cpu0)
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(dirs[j].parts()), resumed=False)
                 if why := stages[j].skipped():
@@ -313,6 +317,16 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
         if executor is not None:
             executor.close()
     return stage_stats
+
+
+def _add_driver_cpu(done: list[dict[str, Any]], seconds: float) -> None:
+    """The driver's CPU seconds for a group (its own work, and the tasks it ran itself) added to the workers' in
+    `extra.cpu_seconds`, shared over a chain's stages by their seconds: `cpu_seconds / seconds` is how many cores a
+    stage kept busy."""
+    wall = sum(d["seconds"] for d in done)
+    for d in done:
+        share = d["seconds"] / wall if wall else 1 / len(done)
+        d["extra"]["cpu_seconds"] = round(d["extra"].get("cpu_seconds", 0) + seconds * share, 3)
 
 
 def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[str, Any]], device: str,

@@ -185,7 +185,8 @@ def test_worker_stages_carry_no_partition_state_after_a_pipeline_run(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", texts)
     tasks._WORKER_STAGES.clear()
     run_config(tmp_path, "state", src, [{"exact_dedup": {}}, {"fuzzy_dedup": {}},
-                                        {"substring_dedup": {"group_bytes": 20000}}], partition_docs=9)
+                                        {"substring_dedup": {"group_bytes": 20000}}], partition_docs=9,
+               workers=1)   # in this process: its worker cache is the one looked at
     names = sorted(s.name for s in tasks._WORKER_STAGES.values())
     assert names == ["exact_dedup", "fuzzy_dedup", "read", "substring_dedup"]
     for s in tasks._WORKER_STAGES.values():   # the read stage's driver-side inputs are empty on a worker

@@ -272,12 +272,18 @@ def test_messages_print_brackets_as_written(tmp_path, capsys):
     assert "pip install 'gpupipe[gpu]' and see [red]this[/red]" in capsys.readouterr().err
 
 
-def test_workers_with_the_local_executor_is_said_to_be_ignored(tmp_path, capsys):
+def test_workers_flag_sets_the_local_pool_and_refuses_nonsense(tmp_path, capsys):
     src = write_jsonl(tmp_path / "docs.jsonl", [{"text": "some text here"}])
     cfg = write_cfg(tmp_path / "c.yaml", input={"path": str(src)}, output=str(tmp_path / "run"), device="cpu",
                     stages=[{"normalize": {}}])
-    assert main(["run", str(cfg), "--workers", "4"]) == 0
-    assert "--workers 4 is ignored" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--workers", "3"]) == 0
+    stats = json.loads((tmp_path / "run" / "stats.json").read_text())
+    assert stats["executor"] == "local" and stats["workers"] == 3
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit) as e:
+            main(["run", str(cfg), "--workers", bad])
+        assert e.value.code == 2
+    assert "expected a number of workers (1 or more) or auto" in capsys.readouterr().err
 
 
 def test_minhash_params_prints_the_stage_defaults(capsys):
