@@ -79,7 +79,7 @@ def funnel_table(stats: dict[str, Any]) -> Table:
         rate = f"{s['docs_in'] / busy:,.0f}" if busy > 0 and not s.get("resumed") and not s.get("skipped") else "-"
         state = " (skipped: did nothing)" if s.get("skipped") else " (resumed)" if s.get("resumed") else ""
         # cores kept busy: CPU seconds (driver and workers) over wall seconds
-        cpu = s.get("extra", {}).get("cpu_seconds")
+        cpu = s.get("extra", {}).get("cpu_s")
         cores = f"{cpu / s['seconds']:.1f}" if cpu is not None and s["seconds"] > 0 and not s.get("resumed") else "-"
         t.add_row(s["name"] + state, f"{s['docs_in']:,}",
                   f"{s['docs_out']:,}", removed, f"{s['bytes_in'] / 1e6:.2f}", f"{s['bytes_out'] / 1e6:.2f}",

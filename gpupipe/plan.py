@@ -116,9 +116,9 @@ def plan_from_run(run_dir: str | os.PathLike, target_tokens: int, cpus: int | No
     first_in = stats["stages"][0]["docs_in"] or 1
     stages = []
     for i, s in enumerate(stats["stages"]):
-        # the CPU time the stage used (driver and workers, `extra.cpu_seconds`); runs before it was measured: the
+        # the CPU time the stage used (driver and workers, `extra.cpu_s`); runs before it was measured: the
         # stage's wall time on every worker
-        cpu = s.get("extra", {}).get("cpu_seconds")
+        cpu = s.get("extra", {}).get("cpu_s")
         core_h = (cpu if cpu is not None else s["seconds"] * cores) * scale / 3600
         folder = NAMES.relative(NAMES.stage_of(stats, i).root) + "/"
         stages.append({

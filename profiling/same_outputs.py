@@ -57,6 +57,7 @@ TIMING_FIELDS = {
     "numba_compile_s",        # kernel compile time (present only when a kernel compiled in this run)
     "extract_ms",             # extract: summed per-page extraction time
     "peak_extract_page_ms",   # extract: slowest page
+    "cpu_s",                  # CPU seconds of a stage (driver and workers)
 }
 TIMING_PATTERNS = [
     re.compile(r"^partition_seconds_"),   # partition_seconds_p50 / _p99: per-task latency quantiles
@@ -65,7 +66,9 @@ TIMING_PATTERNS = [
     re.compile(r"_seconds$"),             # any other wall time spelled out
 ]
 # Fields compared as notes only (a difference is printed, exit status unaffected); see the docstring.
-LOCATION_FIELDS = {"key", "identity"}
+LOCATION_FIELDS = {"key", "identity", "workers"}   # workers: how many processes ran it, not what it made
+# config.resolved.yaml lines that say how a run was executed, not what it computes (shown as notes)
+EXECUTION_LINE = re.compile(r"^\s+workers: ")
 # metrics.prom metrics that are timings.
 METRICS_TIMING = re.compile(r"^gpupipe_\w*(seconds|per_second)\w*$")
 # Files not compared at all.
@@ -179,6 +182,11 @@ def compare_text(rel: str, fa: Path, fb: Path, pa_: list[str], pb_: list[str], r
         return
     if ta == tb:
         return
+    if rel == "config.resolved.yaml":
+        keep = [[ln for ln in text.splitlines() if not EXECUTION_LINE.match(ln)] for text in (ta, tb)]
+        if keep[0] == keep[1]:
+            rep.note(rel, "executor workers differ", ta.count("\n"), tb.count("\n"))
+            return
     la, lb = ta.splitlines(), tb.splitlines()
     bad = [i for i in range(max(len(la), len(lb))) if i >= len(la) or i >= len(lb) or la[i] != lb[i]]
     if len(la) != len(lb):
@@ -311,7 +319,7 @@ def compare_runs(a: Path, b: Path) -> Report:
         elif name.endswith(".parquet"):
             compare_parquet(rel, x, y, rep)
         elif rel == "stats.json" or re.fullmatch(r"stages/[^/]+/stats\.json", rel):
-            compare_json(rel, x, y, pa_, pb_, rep, strip_timing=True, notes_only={"key"})
+            compare_json(rel, x, y, pa_, pb_, rep, strip_timing=True, notes_only={"key", "workers"})
         elif rel == "audit/index.json":
             compare_json(rel, x, y, pa_, pb_, rep, strip_timing=False, notes_only={"key"})
         elif name == "file_hashes.json":

@@ -35,7 +35,7 @@ def test_plan_arithmetic_on_a_known_run(run):
     assert stats["device"] == "cpu" and plan["cores_measured"] == stats["workers"]
     for i, (p, s) in enumerate(zip(plan["stages"], stats["stages"])):
         assert p["name"] == s["name"]
-        assert p["cpu_core_hours"] == pytest.approx(s["extra"]["cpu_seconds"] * 10 / 3600)   # driver + workers
+        assert p["cpu_core_hours"] == pytest.approx(s["extra"]["cpu_s"] * 10 / 3600)   # driver + workers
         assert p["gpu_hours"] is None   # a CPU run measured no GPU time
         assert p["target_docs_in"] == s["docs_in"] * 10
         assert p["survival"] == pytest.approx(s["docs_out"] / s["docs_in"], abs=1e-6)
@@ -46,7 +46,7 @@ def test_plan_arithmetic_on_a_known_run(run):
     assert plan["final_bytes"] == t["final_bytes"] == pytest.approx(shard_bytes * 10)
     assert t["raw_crawl_bytes"] == pytest.approx(stats["stages"][0]["bytes_in"] * 10)
     assert plan["input_records"] == stats["input_records"] * 10
-    assert t["cpu_core_hours"] == pytest.approx(sum(s["extra"]["cpu_seconds"] for s in stats["stages"]) * 10 / 3600)
+    assert t["cpu_core_hours"] == pytest.approx(sum(s["extra"]["cpu_s"] for s in stats["stages"]) * 10 / 3600)
     assert t["storage_bytes"] == pytest.approx(t["temp_bytes"] + t["final_bytes"])
     assert t["wall_hours_cpu"] == pytest.approx(t["cpu_core_hours"] / 4)
     assert t["gpu_hours"] is None and "wall_hours_gpu" not in t and not plan["gpu_measured"]

@@ -92,7 +92,7 @@ def _run_phase(executor, run: PhaseRun, phase: Phase) -> list[float]:
         for r, _, _, _ in out:
             run.total.merge(StageStats.from_dict(r))
     if cpu := sum(c for _, _, _, c in out):   # tasks in other processes: their CPU time
-        run.extra["cpu_seconds"] = round(run.extra.get("cpu_seconds", 0) + cpu, 3)
+        run.extra["cpu_s"] = round(run.extra.get("cpu_s", 0) + cpu, 3)
     # Tasks that ran in this process (a local executor, maybe two at once on threads) compiled in this process's
     # count, which each task's own difference would count twice when they overlap; tasks on other processes
     # (Dask workers) report theirs.
@@ -113,7 +113,7 @@ def phase_task(fn: Callable, spec, index: int, item, exchange: Exchange, folder:
     c0, cpu0 = compile_seconds(), time.process_time()
     stage = worker_stage(spec)
     out = fn(stage, Task(index, item, exchange, folder, arg))
-    cpu = time.process_time() - cpu0 if os.getpid() != stage.ctx.driver_pid else 0.0
+    cpu = time.process_time() - cpu0 if stage.ctx.driver_pid not in (0, os.getpid()) else 0.0
     return out, peak_rss_mb(), compile_seconds() - c0, cpu
 
 

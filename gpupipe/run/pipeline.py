@@ -321,12 +321,12 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
 
 def _add_driver_cpu(done: list[dict[str, Any]], seconds: float) -> None:
     """The driver's CPU seconds for a group (its own work, and the tasks it ran itself) added to the workers' in
-    `extra.cpu_seconds`, shared over a chain's stages by their seconds: `cpu_seconds / seconds` is how many cores a
+    `extra.cpu_s`, shared over a chain's stages by their seconds: `cpu_s / seconds` is how many cores a
     stage kept busy."""
     wall = sum(d["seconds"] for d in done)
     for d in done:
         share = d["seconds"] / wall if wall else 1 / len(done)
-        d["extra"]["cpu_seconds"] = round(d["extra"].get("cpu_seconds", 0) + seconds * share, 3)
+        d["extra"]["cpu_s"] = round(d["extra"].get("cpu_s", 0) + seconds * share, 3)
 
 
 def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[str, Any]], device: str,

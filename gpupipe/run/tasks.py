@@ -56,7 +56,7 @@ def map_chain_task(specs: list, in_path: Path, dirs: list[StageDir], keep_parts:
     stages = [worker_stage(spec) for spec in specs]
     results = []
     df = None
-    elsewhere = os.getpid() != stages[0].ctx.driver_pid if stages else False
+    elsewhere = bool(stages) and stages[0].ctx.driver_pid not in (0, os.getpid())
     for k, (stage, folder) in enumerate(zip(stages, dirs)):
         cpu0 = time.process_time()
         with annotate(f"gpupipe/{stage.name}"):
@@ -75,7 +75,7 @@ def map_chain_task(specs: list, in_path: Path, dirs: list[StageDir], keep_parts:
                 stats.extra["host_transfer_bytes"] += moved
         stats.extra["peak_rss_mb_worker"] = peak_rss_mb()
         if elsewhere:   # a worker's CPU time; the driver counts its own (run/pipeline.py)
-            stats.extra["cpu_seconds"] = round(time.process_time() - cpu0, 3)
+            stats.extra["cpu_s"] = round(time.process_time() - cpu0, 3)
         if compiled := compile_seconds() - c0:  # numba's first call of a kernel: part of the time, not throughput
             stats.extra["numba_compile_s"] = round(compiled, 3)
         d = stats.to_dict(stage.name, time.perf_counter() - t0)

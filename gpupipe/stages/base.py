@@ -46,7 +46,7 @@ class RunContext:
     # a long-lived worker never keeps a model or tokenizer that was replaced on disk since it loaded it.
     files_hash: str = ""
     # The process that runs the stages' driver side: a task elsewhere (a pool or Dask worker) reports the CPU
-    # seconds it used (`extra.cpu_seconds`), the driver counts its own.
+    # seconds it used (`extra.cpu_s`), the driver counts its own.
     driver_pid: int = 0
 
 

@@ -239,7 +239,7 @@ def test_line_filter_in_pipeline_sums_counts_over_partitions(tmp_path, line_stag
     s = stats["stages"][1]
     assert stats["conservation_ok"] and s["removed"] == {"empty_after_line_filter": 3}
     assert s["extra"]["peak_rss_mb_worker"] > 0 and s["extra"]["peak_rss_mb_driver"] > 0
-    counters = {k: v for k, v in s["extra"].items() if not k.startswith("peak_")}
+    counters = {k: v for k, v in s["extra"].items() if not k.startswith("peak_") and k != "cpu_s"}   # timings aside
     assert counters == {"lines_in": 24, "lines_out": 9, "lines_removed_nav_elements": 3,
                         "lines_removed_social_media": 3, "lines_removed_boilerplate": 0,
                         "lines_removed_short_lines": 6, "lines_removed_all_uppercase": 3}
