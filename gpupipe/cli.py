@@ -375,13 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "its disk cache is shared); default 2, or 1 on one core")
     w.set_defaults(fn=cmd_warmup)
 
-    pl = sub.add_parser("plan", help="estimate CPU/GPU hours and storage for a token target (seed 002 资源估算)",
+    pl = sub.add_parser("plan", help="estimate CPU/GPU hours and storage for a token target (a reference table)",
                         description=(
         "Scale a finished run's measured stage times, survival rates and file sizes (or, without RUN_DIR, seed "
         "002's reference table per 1T tokens) to a token target: CPU core-hours, GPU-hours, temporary and final "
         "storage per stage, and the raw crawl needed (gpupipe/plan.py says how)."))
     pl.add_argument("run_dir", nargs="?",
-                    help="a finished run to scale, a path or a URL (default: seed 002's reference table)")
+                    help="a finished run to scale, a path or a URL (default: the built-in table per 1T tokens)")
     pl.add_argument("--tokens", required=True, help="token target, e.g. 1T, 500B, 2.5M")
     pl.add_argument("--cpus", type=int, help="CPU cores available: also print the wall-clock hours")
     pl.add_argument("--gpus", type=int, help="GPUs available: also print the wall-clock hours")
@@ -455,8 +455,8 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The `gpupipe` console script: `main`, then the process ends without tearing the interpreter down. Every
     output is written and closed by then (run files are atomic, the log handler is closed, a Dask cluster is shut
-    down in `run_pipeline`, the local pool's workers are stopped here); freeing the modules and objects of a large run one by one costs up to a second
-    that a user would wait for."""
+    down in `run_pipeline`, the local pool's workers are stopped here); freeing the modules and objects of a large
+    run one by one costs up to a second that a user would wait for."""
     code = main()
     if "gpupipe.run.executors" in sys.modules:   # a local run's worker processes: stopped, not left behind
         sys.modules["gpupipe.run.executors"].shutdown_pools()

@@ -1,4 +1,4 @@
-"""`gpupipe plan`: the resources a curation run needs for a token target (seed 002 §资源估算).
+"""`gpupipe plan`: the resources a curation run needs for a token target (CPU core-hours, GPU-hours, storage).
 
 From a finished run (its RUN/stats.json, shard manifest and Parquet files) the plan scales every measured figure
 by one factor, `scale = target tokens / tokens the run produced`, since every stage's work and output grow with its
@@ -15,7 +15,7 @@ input and each stage's input is a fixed share of the raw crawl (the run's surviv
 The tokens a run produced: the packed stream (documents + one EOS each: manifest `stream_tokens`), else the tokenize
 stage's tokens plus one EOS per document. With `--cpus N` / `--gpus M` it also gives the wall-clock hours
 (core-hours / N, GPU-hours / M). A target more than MAX_RELIABLE_SCALE times the run's tokens gets a warning: so
-small a run's times are mostly start-up, which does not grow with the data. Without a run it scales seed 002's
+small a run's times are mostly start-up, which does not grow with the data. Without a run it scales the user's reference
 reference table (per 1T tokens) instead. Stages are summed into the seed's five rows (采集与提取, 基础过滤, 去重,
 质量过滤, 后处理与打包); `--json` has every stage. RUN_DIR may be a URL (s3://...): its files are read and listed there.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from gpupipe.io import storage
 
-GROUPS = [  # seed 002's rows and the stages each one sums
+GROUPS = [  # the reference table's rows and the stages each one sums
     ("采集与提取 (collection, extraction)", {"read", "extract", "chunk_markdown"}),
     ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "line_filter", "doc_filter", "pii"}),
     ("去重 (dedup)", {"url_dedup", "exact_dedup", "fuzzy_dedup", "substring_dedup"}),
@@ -37,8 +37,8 @@ GROUPS = [  # seed 002's rows and the stages each one sums
     ("后处理与打包 (tokenize, pack)", {"tokenize", "mixture", "pack"}),
 ]
 OTHER_GROUP = GROUPS[-1][0]
-# seed 002 资源估算, per 1T tokens: CPU core-hours, GPU-hours (A100), storage TB; raw crawl not in the table: the
-# extraction row's 20 TB is taken for it
+# the reference table, per 1T tokens: CPU core-hours, GPU-hours (A100), storage TB; raw crawl not in the
+# table: the extraction row's 20 TB is taken for it
 BUILTIN_PER_T = [(50_000, 0, 20), (10_000, 0, 15), (100_000, 0, 30), (20_000, 2_000, 10), (10_000, 0, 5)]
 BUILTIN_RAW_TB = 20
 TB = 1e12
@@ -152,7 +152,7 @@ def plan_builtin(target_tokens: int, cpus: int | None = None, gpus: int | None =
     k = target_tokens / 1e12
     rows = [{"name": g, "group": g, "cpu_core_hours": c * k, "gpu_hours": gp * k, "temp_bytes": tb * TB * k}
             for (g, _), (c, gp, tb) in zip(GROUPS, BUILTIN_PER_T)]
-    return _finish({"basis": "builtin (seed 002 资源估算, per 1T tokens)", "target_tokens": target_tokens,
+    return _finish({"basis": "builtin (the reference resource table, per 1T tokens)", "target_tokens": target_tokens,
                     "scale": k, "gpu_measured": True, "warnings": [], "raw_crawl_bytes": BUILTIN_RAW_TB * TB * k,
                     "final_bytes": 0.0, "stages": rows},
                    cpus, gpus)
@@ -196,7 +196,7 @@ def human(n: float) -> str:
 
 
 def plan_table(plan: dict[str, Any]):
-    """Seed 002's table (rich): one row per group of stages, then the total."""
+    """The resource table (rich): one row per group of stages, then the total."""
     from rich.table import Table
 
     t = Table(title=f"resources for {human(plan['target_tokens'])} tokens ({plan['basis']}"

@@ -62,7 +62,7 @@ def _run(source: str, output: str, stages: list[dict[str, Any]], label: str) -> 
     from gpupipe.config import validate_config
     from gpupipe.run.pipeline import run_pipeline
 
-    cfg = validate_config({"input": {"path": source}, "output": output, "device": "cpu", "executor": {"kind": "local"},
+    cfg = validate_config({"input": {"path": source}, "output": output, "device": "cpu", "executor": {"kind": "local", "workers": 1},
                            "keep_intermediate": True, "allow_empty": True, "stages": stages}, f"warm-up ({label})")
     stats = run_pipeline(cfg)
     return [{"run": label, "stage": s["name"], "seconds": s["seconds"],

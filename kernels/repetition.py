@@ -1,4 +1,4 @@
-"""Per-document counts for the quality rules (Gopher, Gopher repetition, C4, FineWeb, seed 002, zh), in one
+"""Per-document counts for the quality rules (Gopher, Gopher repetition, C4, FineWeb, the seed002 family, zh), in one
 numba pass over Arrow string buffers, parallel over documents.
 
 Used by ``gpupipe.stages.filters.quality``, which turns these counts into ratios and decisions. What pyarrow can do in a
@@ -259,7 +259,7 @@ AFTER_DIGIT = (
     "hPa Pa mbar mb MB kb KB gb GB tb TB T G M K % + $ £ € ¥ ฿ US$ C$ A$ ₽ ₴"
 ).split()
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # case-sensitive, as datatrove
-# English function words for seed 002's stop word ratio (matched case-insensitively).
+# English function words for the seed002 rules' stop word ratio (matched case-insensitively).
 EN_STOP_WORDS = tuple(
     "a about above after again against all am an and any are as at be because been before being below between "
     "both but by can could did do does doing down during each few for from further had has have having he her "

@@ -4,7 +4,8 @@
     gpupipe report RUN_DIR       the same from the command line
     gpupipe audit RUN_DIR ...    record a reviewer's pass/fail per sample, gate on the pass rate (audit.py)
     schema.validate_stats(d)     RUN/stats.json against its documented schema (docs/stats_schema.md)
-    metrics.run_metrics(...)     seed 002's dashboard metrics: stats.json `metrics` and RUN/metrics.prom (Prometheus)
+    metrics.run_metrics(...)     the dashboard metrics (pipeline health, data quality, output): stats.json
+                                 `metrics` and RUN/metrics.prom (Prometheus)
 
 What the report needs (pyarrow, numpy, its SVG charts in charts.py) is imported only when a report is written,
 so `gpupipe` itself starts fast.

@@ -1,4 +1,5 @@
-"""Audit samples and reviews (seed 002, "质量抽检流程"): a person reads a random sample of what each stage kept and
+"""Audit samples and reviews (the user's quality spot-check process): a person reads a random sample of what each
+stage kept and
 removed, marks each pass or fail, and the pass rate gates the batch (min_pass_rate 0.95; below the escalation
 threshold 0.90 someone is alerted).
 
@@ -36,9 +37,9 @@ import pyarrow.parquet as pq
 from gpupipe.io.parts import atomic_write_text
 from gpupipe.run.rundir import NAMES, RunLayout, StageDir
 
-SAMPLE_SIZE = 1000            # seed 002 QUALITY_AUDIT.sample_size, per stage (kept and removed together)
-MIN_PASS_RATE = 0.95          # seed 002 QUALITY_AUDIT.min_pass_rate
-ESCALATION_THRESHOLD = 0.90   # seed 002 QUALITY_AUDIT.escalation_threshold
+SAMPLE_SIZE = 1000            # documents a reviewer reads per stage (kept and removed together)
+MIN_PASS_RATE = 0.95          # a stage passes its audit at this share of passes
+ESCALATION_THRESHOLD = 0.90   # below this share, the audit escalates (the stage's rules need a fix)
 TEXT_PREFIX_CHARS = 1000      # as much as rejects keep (stages/base.py REJECT_TEXT_CHARS)
 EXIT_ESCALATE = 3
 _BATCH_ROWS = 1024            # rows per Parquet batch while picking sampled rows

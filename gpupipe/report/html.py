@@ -448,7 +448,8 @@ def _token_stats_table(table_id: str, label: str, groups: dict[str, Any]) -> str
                     + "".join(td(cr.get(q), f"compression_ratio_{q}") for q in _Q) + "</tr>")
     return table(table_id, [label, "documents", "tokens", "characters", "chars/token",
                             *(f"tokens {q}" for q in _Q), *(f"chars/token {q}" for q in _Q)], rows,
-                 f"Per-document token statistics per {label} (seed 002 §5.2): counts exact (tokenize counters), "
+                 f"Per-document token statistics per {label} (token_count, char_count, compression ratio): "
+                 f"counts exact (tokenize counters), "
                  f"quantiles over a seeded sample of the documents (stats.json metrics.token_stats).")
 
 
@@ -462,7 +463,7 @@ def _metrics(run: Run) -> dict[str, Any]:
 
 
 def metrics_section(run: Run) -> str:
-    """Seed 002's dashboard (监控): pipeline health, data quality, output; the same numbers as RUN/metrics.prom."""
+    """The dashboard: pipeline health, data quality, output; the same numbers as RUN/metrics.prom."""
     m = _metrics(run)
     body = []
     rows = [f'<tr data-stage="{e(h["name"])}"><td>{e(stage_name(i, h["name"]))}</td>'

@@ -1,4 +1,5 @@
-"""The dashboard metrics of seed 002 (监控与质量保障): `metrics` in RUN/stats.json and RUN/metrics.prom.
+"""The dashboard metrics (pipeline health, data quality, output; the user's monitoring spec): `metrics` in
+RUN/stats.json and RUN/metrics.prom.
 
     pipeline health   per stage: docs/s, partition latency p50/p99, error rate, retries
     data quality      language distribution, quality-score distributions, token-count histogram, dedup rate by stage

@@ -65,7 +65,8 @@ _GROUP = {"type": "object", "additionalProperties": False, "required": ["documen
 METRICS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "description": "seed 002's dashboard metrics (gpupipe/report/metrics.py; also RUN/metrics.prom)",
+    "description": "the dashboard metrics: pipeline health, data quality, output (gpupipe/report/metrics.py; "
+                   "also RUN/metrics.prom)",
     "required": ["stages", "languages", "quality_scores", "token_count_histogram", "dedup_rate",
                  "tokens_by_language", "top_domains", "domains_total", "sources", "token_stats"],
     "properties": {

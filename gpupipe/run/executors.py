@@ -44,7 +44,7 @@ class LocalExecutor:
             stateless: bool = False, label: str = "", resources: Any = None) -> list:
         args = list(zip(*iterables))
         on_gpu = self.device == "gpu" and resources is not None and resources.device
-        if self.processes > 1 and len(args) > 1 and not on_gpu:
+        if self.processes > 1 and len(args) > 1 and not on_gpu and not _in_a_child_process():
             return _pooled(self.processes, self._run, fn, args, progress)
         if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
             return _threaded(fn, args, min(self.threads, len(args)), progress)
@@ -57,6 +57,14 @@ class LocalExecutor:
 
     def close(self) -> None:
         pass   # the pool stays for the next run of this process (shut down when the process exits)
+
+
+def _in_a_child_process() -> bool:
+    """A pipeline run inside a worker process (the warm-up's, a user's own pool) runs its tasks there: a worker
+    never starts a pool of its own."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
 
 
 _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}

@@ -1,4 +1,4 @@
-"""The run directory contract (DESIGN.md §9):
+"""The run directory contract (DESIGN.md, "Outputs"):
 
     RUN/config.resolved.yaml   the config as run, every default filled in
     RUN/stats.json             the funnel: one entry per stage, plus input_records / output_docs

@@ -29,11 +29,10 @@ from gpupipe.stages.filters.model_quality import PerplexityFilter, QualityClassi
 from gpupipe.stages.filters.url_filter import UrlDedup, UrlFilter
 from gpupipe.stages.tokens.tokenize import Tokenize, TokenizeConfig
 
-STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in
-                                  (Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
-                                            PerplexityFilter, Classifier, PiiRedactor,
-                                            UrlDedup, ExactDedup, FuzzyDedup, SemanticDedup, SubstringDedup, Decontaminate, Tokenize,
-                                            Mixture, Pack)}
+STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in (
+    Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
+    PerplexityFilter, Classifier, PiiRedactor, UrlDedup, ExactDedup, FuzzyDedup, SemanticDedup, SubstringDedup,
+    Decontaminate, Tokenize, Mixture, Pack)}
 
 # Which stage must come right before another (they read its output files).
 REQUIRES_BEFORE = {"pack": ("tokenize", "mixture"), "mixture": ("tokenize",)}

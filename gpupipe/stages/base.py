@@ -303,5 +303,5 @@ def reject_frame(rejects):
     return out.reset_index(drop=True)
 
 
-__all__ = ["DEVICE", "HOST", "Resources", "ENGINE_METHODS", "RunContext", "StageStats", "Stage", "MapStage", "Applied", "host_series",
-           "peak_rss_mb", "reject_frame", "text_bytes"]
+__all__ = ["DEVICE", "HOST", "Resources", "ENGINE_METHODS", "RunContext", "StageStats", "Stage", "MapStage", "Applied",
+           "host_series", "peak_rss_mb", "reject_frame", "text_bytes"]
