@@ -282,13 +282,16 @@ def cuda_cluster_kwargs(gpu: GpuClusterConfig) -> dict[str, Any]:
     return kwargs
 
 
-def make_executor(cfg: ExecutorConfig, device: str, log_file: str | None = None) -> Any:
+def make_executor(cfg: ExecutorConfig, device: str, log_file: str | None = None,
+                  input_bytes: int | None = None) -> Any:
     from gpupipe.io import storage
 
     if cfg.kind == "dask":
         return DaskExecutor(cfg.worker_count(), cfg.scheduler_address, device, cfg.gpu, storage.current_options())
-    workers = cfg.worker_count()
+    workers = cfg.worker_count(input_bytes)
     if device == "gpu" and cfg.workers == "auto":   # a core for this process, the GPU's feeder
         workers = max(1, workers - 1)
-    return LocalExecutor(threads=workers, processes=workers, log_file=log_file,
+    # in this process (one worker): the phases' tasks still take a thread per core
+    threads = cfg.worker_count() if workers == 1 and cfg.workers == "auto" else workers
+    return LocalExecutor(threads=threads, processes=workers, log_file=log_file,
                          storage_options=storage.current_options(), device=device)

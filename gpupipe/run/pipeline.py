@@ -275,7 +275,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
     executor = None
     try:
         if first is not None and first < len(stages):
-            executor = make_executor(cfg.executor, device, str(run.log))
+            executor = make_executor(cfg.executor, device, str(run.log), input_bytes(inputs))
         for group in _groups(stages, first, getattr(executor, "places", False)):
             i = group[0]
             for j in group:
@@ -342,7 +342,7 @@ def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[s
         "gpupipe_version": __version__,
         "device": device,
         "executor": cfg.executor.kind,
-        "workers": cfg.executor.worker_count(),
+        "workers": cfg.executor.worker_count(input_bytes(stages[0].resolved)),
         "results_hash": cfg.results_hash(),
         "input_records": stage_stats[0]["docs_in"],
         "output_docs": stage_stats[-1]["docs_out"],
