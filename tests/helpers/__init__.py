@@ -13,6 +13,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]   # the repository
 
 
+def bag_of_words_encoder(folder: Path, words: list[str], **kw) -> Path:
+    """A random-weight encoder with no layers and zeroed position/type embeddings (gpupipe.models.tiny): its
+    embedding of a text is its bag of words, so shuffled copies embed alike (semantic dedup's tests)."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from gpupipe.models.tiny import make_encoder
+
+    path = make_encoder(folder, size="small", words=words, seed=1, **kw)
+    model = BertForSequenceClassification.from_pretrained(path, num_hidden_layers=0)
+    with torch.no_grad():
+        model.bert.embeddings.position_embeddings.weight.zero_()
+        model.bert.embeddings.token_type_embeddings.weight.zero_()
+    model.save_pretrained(path)
+    return path
+
+
 def set_up(stage):
     """A stage as a worker holds it: set up (models, tables loaded)."""
     stage.setup()

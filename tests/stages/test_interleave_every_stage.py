@@ -186,19 +186,10 @@ def encoder(tmp_path_factory) -> Path:
     """test_semantic's bag-of-words BERT: no transformer layers, zero position and type embeddings (near copies
     embed close together), random weights."""
     pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    from transformers import BertForSequenceClassification
+    pytest.importorskip("torch")
+    from tests.helpers import bag_of_words_encoder
 
-    from gpupipe.models.tiny import make_encoder
-
-    path = make_encoder(tmp_path_factory.mktemp("encoder") / "model", size="small", words=ENCODER_WORDS, seed=1,
-                        max_positions=256)
-    model = BertForSequenceClassification.from_pretrained(path, num_hidden_layers=0)
-    with torch.no_grad():
-        model.bert.embeddings.position_embeddings.weight.zero_()
-        model.bert.embeddings.token_type_embeddings.weight.zero_()
-    model.save_pretrained(path)
-    return path
+    return bag_of_words_encoder(tmp_path_factory.mktemp("encoder") / "model", ENCODER_WORDS, max_positions=256)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from gpupipe.models.encoder import Encoder  # noqa: E402
-from gpupipe.models.tiny import make_encoder  # noqa: E402
 from gpupipe.run.executors import LocalExecutor  # noqa: E402
 from gpupipe.stages.base import RunContext  # noqa: E402
 from gpupipe.stages.dedup.semantic import SemanticDedup, SemanticDedupConfig, kmeans, similar_pairs  # noqa: E402
@@ -24,15 +23,9 @@ WORDS = [f"w{i}" for i in range(3000)]
 
 @pytest.fixture(scope="module")
 def bow_model(tmp_path_factory):
-    from transformers import BertForSequenceClassification
+    from tests.helpers import bag_of_words_encoder
 
-    path = make_encoder(tmp_path_factory.mktemp("bow") / "model", size="small", words=WORDS, seed=1)
-    model = BertForSequenceClassification.from_pretrained(path, num_hidden_layers=0)
-    with torch.no_grad():
-        model.bert.embeddings.position_embeddings.weight.zero_()
-        model.bert.embeddings.token_type_embeddings.weight.zero_()
-    model.save_pretrained(path)
-    return path
+    return bag_of_words_encoder(tmp_path_factory.mktemp("bow") / "model", WORDS)
 
 
 @pytest.fixture(scope="module")
