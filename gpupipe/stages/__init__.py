@@ -15,6 +15,7 @@ from gpupipe.stages.filters.decontam import Decontaminate
 from gpupipe.stages.dedup.exact import ExactDedup
 from gpupipe.stages.dedup.fuzzy import FuzzyDedup
 from gpupipe.stages.dedup.semantic import SemanticDedup
+from gpupipe.stages.dedup.simhash import SimHashDedup
 from gpupipe.stages.dedup.substring import SubstringDedup
 from gpupipe.stages.filters.doc_filter import DocFilter
 from gpupipe.stages.text.extract import Extract
@@ -31,8 +32,8 @@ from gpupipe.stages.tokens.tokenize import Tokenize, TokenizeConfig
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in (
     Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
-    PerplexityFilter, Classifier, PiiRedactor, UrlDedup, ExactDedup, FuzzyDedup, SemanticDedup, SubstringDedup,
-    Decontaminate, Tokenize, Mixture, Pack)}
+    PerplexityFilter, Classifier, PiiRedactor, UrlDedup, ExactDedup, FuzzyDedup, SimHashDedup, SemanticDedup,
+    SubstringDedup, Decontaminate, Tokenize, Mixture, Pack)}
 
 # Which stage must come right before another (they read its output files).
 REQUIRES_BEFORE = {"pack": ("tokenize", "mixture"), "mixture": ("tokenize",)}
