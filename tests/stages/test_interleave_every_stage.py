@@ -391,6 +391,11 @@ def case_fuzzy_dedup(data, request, tmp, mp):
         assert res["alone"]["removed"].get("near_duplicate", 0) >= 6
 
 
+def case_simhash_dedup(data, request, tmp, mp):
+    res = check(_build("simhash_dedup", {}, RunContext(shuffle_buckets=3)), data["web"], tmp, mp)
+    assert res["alone"]["removed"].get("near_duplicate", 0) >= 3
+
+
 def case_semantic_dedup(data, request, tmp, mp):
     model = request.getfixturevalue("encoder")
     stage = _build("semantic_dedup", {"model": str(model), "threshold": 0.85, "max_length": 256, "n_clusters": 2},
