@@ -404,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--rows", type=int)
     m.set_defaults(fn=cmd_minhash_params)
 
+    from gpupipe.config_convert import add_config_parser
+
+    add_config_parser(sub)
+
     from gpupipe.stages.filters.decontam import add_decontam_index_parser
 
     add_decontam_index_parser(sub)

@@ -7,6 +7,7 @@ mappings `{stage_name: {params}}`. Each stage's parameters are validated by that
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import json
 import re
@@ -17,6 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from gpupipe.config_base import FILE_REF, ConfigError, Strict, _names_file, format_error, parse_size
+from gpupipe.config_convert import from_template, is_template
 from gpupipe.io import storage
 from gpupipe.stages import STAGES, build_stage_configs
 from gpupipe.io.inputs import is_pattern
@@ -141,12 +143,19 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys (input, output, stages, ...)")
+    template = is_template(raw)
+    if template:   # seed 002's datapipe_config.yaml as written: the translation `gpupipe config convert` prints
+        raw, notes = from_template(raw, str(path), path.parent)
+        for note in notes:
+            logging.getLogger("gpupipe").warning("seed 002 template: %s", note)
     for dotted, value in (overrides or {}).items():
         node = raw
         *parents, leaf = dotted.split(".")
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = value
+    if template and "input" not in raw:
+        raise ConfigError(f"{path}: seed 002's template names no input: give `--input FILES` (or add input.path)")
     return validate_config(raw, str(path))
 
 
