@@ -2,7 +2,8 @@
 
 - `ShardDataset`, `ResumableLoader` (dataset.py): the streaming IterableDataset and the
   DataLoader wrapper that makes mid-epoch resume exact.
-- `EpochOrder`, `RankSplit` (sampler.py): the pure-numpy order and rank/worker split.
+- `EpochOrder`, `PhasedOrder` (a curriculum's phases in order), `RankSplit` (sampler.py): the pure-numpy
+  order and rank/worker split.
 - `to_device` (device.py): batches into torch without a copy at the hand-off (DLPack on GPU).
 
 Nothing is imported eagerly: `import gpupipe.loader` pulls in neither torch nor CuPy, and
@@ -18,6 +19,7 @@ _EXPORTS = {
     "position_ids": "dataset",
     "loss_mask": "dataset",
     "EpochOrder": "sampler",
+    "PhasedOrder": "sampler",
     "RankSplit": "sampler",
     "to_device": "device",
     "to_cuda_pair": "device",

@@ -20,6 +20,7 @@ without it, count yourself and call `dataset.state_dict(consumed=n)`.
     ds = ShardDataset("shards/", seed=1234, return_positions=True)
     loader = ResumableLoader(ds, batch_size=8, num_workers=4, pin_memory=True)
     loader.load_state_dict(ckpt["loader"])          # optional: continue mid-epoch
+    # or ds.start_at_phase("anneal") before the loader: a curriculum's phase (manifest `phases`) from its start
     for epoch in range(loader.epoch, epochs):
         loader.set_epoch(epoch)                     # no-op for the epoch being resumed
         for batch in loader:
@@ -47,7 +48,7 @@ from gpupipe.tokens.packing import MANIFEST_FILE, shard_dtype
 
 from .parquet import ParquetShard, check_parquet_shard
 from .remote import ChunkCache, RemoteShard
-from .sampler import EpochOrder, RankSplit
+from .sampler import EpochOrder, PhasedOrder, RankSplit
 
 STATE_FORMAT = "gpupipe-loader/1"
 DEFAULT_CACHE_BYTES = 256 << 20   # per process, shards at a URL or in Parquet only (loader/remote.py, parquet.py)
@@ -130,6 +131,8 @@ class ShardDataset(IterableDataset):
         self.counts = np.array([int(s["sequences"]) for s in m["shards"]], dtype=np.int64)
         self._first_id = np.concatenate(([0], np.cumsum(self.counts)[:-1])).astype(np.int64)
         self.num_blocks = int(self.counts.sum())
+        # a curriculum (mixture phases): blocks are shuffled within their phase, phases come in order
+        self.phases = [(p["name"], [self.files.index(f) for f in p["shards"]]) for p in m.get("phases") or []]
         self._check_files()
 
         self.rank, self.world_size = _default_rank_world(rank, world_size)
@@ -177,9 +180,29 @@ class ShardDataset(IterableDataset):
         if epoch != self.epoch:
             self.epoch, self._start, self._base = int(epoch), 0, 0
 
-    def _order(self) -> EpochOrder:
+    def _order(self) -> EpochOrder | PhasedOrder:
+        if self.phases:
+            return PhasedOrder([self.counts[shards] for _, shards in self.phases], seed=self.seed, epoch=self.epoch,
+                               shuffle=self.shuffle, buffer_size=self.buffer_size)
         return EpochOrder(self.counts, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle,
                           buffer_size=self.buffer_size)
+
+    def phase_blocks(self) -> dict[str, tuple[int, int]]:
+        """Per phase of a curriculum: its first global position (= block id) and its number of blocks."""
+        out, start = {}, 0
+        for name, shards in self.phases:
+            n = int(self.counts[shards].sum())
+            out[name], start = (start, n), start + n
+        return out
+
+    def start_at_phase(self, name: str) -> None:
+        """Begin the current epoch at the first block of phase `name` (as if every rank had consumed the earlier
+        phases: a state dict taken later resumes from there, inside the phase, exactly)."""
+        phases = self.phase_blocks()
+        if name not in phases:
+            raise ValueError(f"no phase {name!r} in {self.shard_dir} (phases: {list(phases) or 'none'})")
+        start = phases[name][0]
+        self._start, self._base = start, start // self.world_size   # _base: a count label, as in a resume
 
     def _split(self, start: int | None = None) -> RankSplit:
         return RankSplit(self.num_blocks, self.world_size, self.rank,
@@ -338,6 +361,11 @@ class ResumableLoader:
         if self.batch_size is None:
             return 1
         return len(batch["input_ids"]) if isinstance(batch, dict) else len(batch)
+
+    def start_at_phase(self, name: str) -> None:
+        """Continue from the first block of a curriculum's phase (ShardDataset.start_at_phase)."""
+        self.dataset.start_at_phase(name)
+        self._consumed = self.dataset.consumed_at_start
 
     def state_dict(self) -> dict:
         return self.dataset.state_dict(self._consumed)

@@ -9,6 +9,7 @@ Three layers, each a pure function of its arguments:
    shuffle is the random-access form of a shuffle buffer: a block moves at most buffer_size
    places, and the block at any position is computable without replaying the stream, so the
    order does not depend on how many ranks or workers read it, and a resume costs nothing.
+   `PhasedOrder` does the same per phase of a curriculum, phase after phase (a manifest with `phases`).
 2. `RankSplit` — rank r of W reads global positions start + k*W + r, k = 0, 1, ...: all ranks
    walk the global order in lockstep. Every rank gets the same count; the N mod W tail is
    dropped, or padded by wrapping to the start of the order. After every rank has consumed c
@@ -44,7 +45,7 @@ class EpochOrder:
     """
 
     def __init__(self, counts: Sequence[int], *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-                 buffer_size: int = 1024):
+                 buffer_size: int = 1024, stream: int | None = None):
         counts = np.asarray(counts, dtype=np.int64)
         if counts.ndim != 1 or (counts < 0).any():
             raise ValueError("counts must be a 1-D list of non-negative block counts")
@@ -53,11 +54,13 @@ class EpochOrder:
         if buffer_size < 1:
             raise ValueError(f"buffer_size must be >= 1, got {buffer_size}")
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), bool(shuffle)
+        # a phase of a curriculum draws from a stream of its own (PhasedOrder); None keeps the plain keys
+        self._key = (self.seed, self.epoch) if stream is None else (self.seed, self.epoch, int(stream))
         self.buffer_size = int(buffer_size) if shuffle else 1
         self.num_blocks = int(counts.sum())
 
         first_id = np.concatenate(([0], np.cumsum(counts)[:-1]))  # first block id of each shard
-        order = _rng(seed, epoch, _SHARDS).permutation(counts.size) if shuffle else np.arange(counts.size)
+        order = _rng(*self._key, _SHARDS).permutation(counts.size) if shuffle else np.arange(counts.size)
         order = order[counts[order] > 0]  # empty shards take no place in the stream
         # stream position q lies in the shard whose stream start is the last one <= q
         self._stream_start = np.concatenate(([0], np.cumsum(counts[order])[:-1]))
@@ -72,7 +75,7 @@ class EpochOrder:
         perm = self._windows.get(w)
         if perm is None:
             size = min(self.buffer_size, self.num_blocks - w * self.buffer_size)
-            perm = _rng(self.seed, self.epoch, _WINDOW, w).permutation(size)
+            perm = _rng(*self._key, _WINDOW, w).permutation(size)
             if len(self._windows) >= 8:  # a few windows suffice: positions arrive nearly sorted
                 del self._windows[min(self._windows)]
             self._windows[w] = perm
@@ -96,6 +99,38 @@ class EpochOrder:
             sel = win == w
             q[sel] = w * b + self._window(w)[within[sel]]
         return self._stream_to_block(q)
+
+    def all(self) -> np.ndarray:
+        return self.blocks(np.arange(self.num_blocks))
+
+
+class PhasedOrder:
+    """A curriculum's global order (a manifest with `phases`): the phases one after another, each phase's blocks
+    in an EpochOrder of their own (its shards permuted, windows shuffled, never across a phase boundary). The
+    phases list the shards in manifest order, so phase k holds block ids [start_k, start_k + n_k), which are also
+    its positions in the order: the loader can start at a phase's first position and resume anywhere inside."""
+
+    def __init__(self, phase_counts: Sequence[Sequence[int]], *, seed: int = 0, epoch: int = 0,
+                 shuffle: bool = True, buffer_size: int = 1024):
+        self.orders = [EpochOrder(c, seed=seed, epoch=epoch, shuffle=shuffle, buffer_size=buffer_size, stream=k)
+                       for k, c in enumerate(phase_counts)]
+        sizes = np.array([o.num_blocks for o in self.orders], dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self.num_blocks = int(sizes.sum())
+
+    def __len__(self) -> int:
+        return self.num_blocks
+
+    def blocks(self, positions) -> np.ndarray:
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.size and (pos.min() < 0 or pos.max() >= self.num_blocks):
+            raise IndexError(f"positions out of range [0, {self.num_blocks})")
+        phase = np.searchsorted(self.starts, pos, side="right") - 1
+        out = np.empty_like(pos)
+        for k in np.unique(phase).tolist():
+            sel = phase == k
+            out[sel] = self.starts[k] + self.orders[k].blocks(pos[sel] - self.starts[k])
+        return out
 
     def all(self) -> np.ndarray:
         return self.blocks(np.arange(self.num_blocks))

@@ -34,6 +34,10 @@ def write_manifest(
 ) -> dict:
     """Write manifest.json from a StreamPacker.finish() summary and return the manifest dict."""
     shards = [dict(s) for s in summary["shards"]]
+    for s in shards:   # a data card travels with its shard: it names the tokenizer, version and config too
+        if "card" in s:
+            s["card"] = {**s["card"], "tokenizer_sha256": tokenizer_sha256, "gpupipe_version": _gpupipe_version(),
+                         "config_hash": config_hash}
     manifest = {
         "format": MANIFEST_FORMAT,
         "gpupipe_version": _gpupipe_version(),

@@ -5,6 +5,11 @@
 
 Every document is followed by exactly one EOS (a boundary, never padding), blocks are cut
 straight through documents, and the last partial block is dropped and counted.
+
+Phases (a mixture's curriculum): `start_phase(name)` closes the open phase, if any: its full blocks become a
+shard of their own and its partial block is dropped and counted, so a shard never straddles two phases. With
+`cards=True` every shard entry gets a data card: its phase, its tokens per group (a parallel label per token) and,
+for each score column given, the token-weighted mean and histogram of the scores (`quality_card`).
 """
 from __future__ import annotations
 
@@ -83,7 +88,8 @@ class StreamPacker:
     the last complete block is the dropped remainder.
     """
 
-    def __init__(self, out_dir, seq_len: int, eos_id: int, dtype, blocks_per_shard: int = 1024):
+    def __init__(self, out_dir, seq_len: int, eos_id: int, dtype, blocks_per_shard: int = 1024,
+                 cards: bool = False, score_columns: Sequence[str] = ()):
         if seq_len < 2:
             raise ValueError(f"seq_len must be >= 2, got {seq_len}")
         if blocks_per_shard < 1:
@@ -105,6 +111,16 @@ class StreamPacker:
         self._stream_tokens = 0
         self._tokens_per_source: dict[str, int] = {}
         self._summary: dict | None = None
+        # data cards: a group code and the scores of every buffered token, beside the buffer
+        self.cards, self.score_columns = bool(cards), tuple(score_columns)
+        self._group_names: list[str] = []
+        self._group_codes: dict[str, int] = {}
+        self._tokens_per_group: dict[str, int] = {}
+        self._labels = np.empty(self._buf.size if cards else 0, dtype=np.int32)
+        self._scores = {c: np.empty(self._buf.size, dtype=np.float32) for c in self.score_columns}
+        self._phase: dict | None = None   # the open phase
+        self._phases: list[dict] = []
+        self._dropped_tokens = self._dropped_eos = 0
 
     # -- input -----------------------------------------------------------------------------
 
@@ -112,8 +128,11 @@ class StreamPacker:
         """Append one document (>= 1 token) followed by one EOS."""
         self.add_many([tokens], [source])
 
-    def add_many(self, token_lists: Iterable[np.ndarray], sources: Sequence[str] | str | None = None) -> None:
-        """Append documents in order; `sources` is one name per document, or one name for all.
+    def add_many(self, token_lists: Iterable[np.ndarray], sources: Sequence[str] | str | None = None,
+                 groups: Sequence[str] | None = None, scores: dict[str, np.ndarray] | None = None) -> None:
+        """Append documents in order; `sources` is one name per document, or one name for all; with cards,
+        `groups` (one name per document; default: the sources) and `scores` (per score column, one value per
+        document, NaN for none) label every token of the document for its shard's card.
 
         The checks run once over the whole batch (not per document): a corpus has millions of small documents.
         """
@@ -130,10 +149,14 @@ class StreamPacker:
         joined = self._check_batch(docs, lengths)
         # docA EOS docB EOS ...: insert one EOS after each document in one vectorized call
         piece = np.insert(joined, np.cumsum(lengths), self.eos_id)
-        self._push(piece)
+        labels, values = self._card_labels(lengths, sources if groups is None else groups, scores)
+        self._push(piece, labels, values)
 
         self._documents += len(docs)
         self._stream_tokens += piece.size
+        if self._phase is not None:
+            self._phase["documents"] += len(docs)
+            self._phase["stream_tokens"] += piece.size
         if isinstance(sources, str):  # one source for the whole batch: no per-document loop
             self._tokens_per_source[sources] = self._tokens_per_source.get(sources, 0) + piece.size
         else:
@@ -158,49 +181,136 @@ class StreamPacker:
 
     # -- stream → shards -------------------------------------------------------------------
 
-    def _push(self, piece: np.ndarray) -> None:
-        """Copy a stream piece into the shard buffer, writing a shard each time it fills."""
+    def _card_labels(self, lengths: np.ndarray, groups, scores) -> tuple[np.ndarray | None, dict]:
+        """Per token of the piece (documents and their EOS): its group code and scores (cards only)."""
+        if not self.cards:
+            return None, {}
+        names = _expand_sources(groups, lengths.size)
+        codes = np.fromiter((self._group_codes.setdefault(g, len(self._group_codes)) for g in names),
+                            dtype=np.int32, count=lengths.size)
+        self._group_names = list(self._group_codes)
+        per_doc = lengths + 1
+        stream = np.bincount(codes, weights=per_doc, minlength=len(self._group_names))
+        for counts in ([self._tokens_per_group] if self._phase is None
+                       else [self._tokens_per_group, self._phase["tokens_by_group"]]):
+            for i in np.flatnonzero(stream).tolist():
+                g = self._group_names[i]
+                counts[g] = counts.get(g, 0) + int(stream[i])
+        values = {}
+        for c in self.score_columns:
+            v = (scores or {}).get(c)
+            v = np.full(lengths.size, np.nan) if v is None else np.asarray(v, dtype=np.float64)
+            values[c] = np.repeat(v.astype(np.float32), per_doc)
+        return np.repeat(codes, per_doc), values
+
+    def _push(self, piece: np.ndarray, labels: np.ndarray | None = None, values: dict | None = None) -> None:
+        """Copy a stream piece (and its card labels) into the shard buffer, writing a shard each time it fills."""
         pos = 0
         while pos < piece.size:
             take = min(self._buf.size - self._fill, piece.size - pos)
             self._buf[self._fill:self._fill + take] = piece[pos:pos + take]
+            if labels is not None:
+                self._labels[self._fill:self._fill + take] = labels[pos:pos + take]
+                for c, v in values.items():
+                    self._scores[c][self._fill:self._fill + take] = v[pos:pos + take]
             self._fill += take
             pos += take
             if self._fill == self._buf.size:
-                self._write_shard(self._buf)
+                self._write_shard(self._buf.size)
                 self._fill = 0
 
-    def _write_shard(self, blocks: np.ndarray) -> None:
+    def _group_counts(self, start: int, stop: int) -> dict[str, int]:
+        counts = np.bincount(self._labels[start:stop], minlength=len(self._group_names))
+        return {g: int(counts[i]) for i, g in sorted(enumerate(self._group_names), key=lambda x: x[1])
+                if counts[i]}
+
+    def _write_shard(self, size: int) -> None:
+        blocks = self._buf[:size]
         data = memoryview(np.ascontiguousarray(blocks)).cast("B")
         name = shard_name(len(self._shards))
         write_atomic(os.path.join(self.out_dir, name), data)
-        self._shards.append({
+        entry = {
             "file": name,
             "sequences": blocks.size // self.seq_len,
             "tokens": int(blocks.size),
             "sha256": hashlib.sha256(data).hexdigest(),
             "eos": int(np.count_nonzero(blocks == self.eos_id)),
-        })
+        }
+        if self.cards:
+            card = {"tokens_by_group": self._group_counts(0, size)}
+            if self._phase is not None:
+                card["phase"] = self._phase["name"]
+            quality = {c: q for c in self.score_columns if (q := quality_card(self._scores[c][:size]))}
+            if quality:
+                card["quality"] = quality
+            entry["card"] = card
+        if self._phase is not None:
+            self._phase["shards"].append(name)
+            self._phase["tokens"] += entry["tokens"]
+        self._shards.append(entry)
+
+    def _close_stream(self) -> None:
+        """The buffer's whole blocks become a shard; the partial block is dropped and counted."""
+        kept = self._fill - self._fill % self.seq_len
+        if kept:
+            self._write_shard(kept)
+        remainder = self._buf[kept:self._fill]
+        dropped, dropped_eos = int(remainder.size), int(np.count_nonzero(remainder == self.eos_id))
+        self._dropped_tokens += dropped
+        self._dropped_eos += dropped_eos
+        if self._phase is not None:
+            self._phase.update(dropped_remainder_tokens=dropped, dropped_remainder_eos=dropped_eos)
+            if self.cards:
+                self._phase["dropped_by_group"] = self._group_counts(kept, self._fill)
+            self._phases.append(self._phase)
+            self._phase = None
+        self._fill = 0
+
+    def start_phase(self, name: str) -> None:
+        """Close the open phase (its own shards, its remainder dropped) and start the next one."""
+        if self._summary is not None:
+            raise RuntimeError("StreamPacker.finish() was already called")
+        if self._phase is not None:
+            self._close_stream()
+        self._phase = {"name": str(name), "shards": [], "tokens": 0, "stream_tokens": 0, "documents": 0,
+                       "tokens_by_group": {}}
 
     def finish(self) -> dict:
         """Write the last (partial) shard, drop the remainder, return the packing summary."""
         if self._summary is not None:
             return self._summary
-        kept = self._fill - self._fill % self.seq_len
-        if kept:
-            self._write_shard(self._buf[:kept])
-        remainder = self._buf[kept:self._fill]
+        self._close_stream()
         self._summary = {
             "documents": self._documents,
             "stream_tokens": self._stream_tokens,
             "blocks": sum(s["sequences"] for s in self._shards),
-            "dropped_remainder_tokens": int(remainder.size),
-            "dropped_remainder_eos": int(np.count_nonzero(remainder == self.eos_id)),
+            "dropped_remainder_tokens": self._dropped_tokens,
+            "dropped_remainder_eos": self._dropped_eos,
             "tokens_per_source": dict(sorted(self._tokens_per_source.items())),
             "shards": self._shards,
         }
+        for p in self._phases:
+            p["tokens_by_group"] = dict(sorted(p["tokens_by_group"].items()))
+        if self._phases:
+            self._summary["phases"] = self._phases
+        if self.cards:   # the stream's tokens per group (as tokens_per_source: the dropped remainder included)
+            self._summary["tokens_per_group"] = dict(sorted(self._tokens_per_group.items()))
         self._buf = np.empty(0, dtype=self.dtype)  # release the shard buffer
         return self._summary
+
+
+def quality_card(values: np.ndarray) -> dict | None:
+    """Token-weighted mean and histogram of one score column over a shard (NaN: unscored tokens, counted).
+    Bins: tenths of [0, 1] when every score lies there (probabilities), else unit bins (regression scores)."""
+    v = values[~np.isnan(values)].astype(np.float64)
+    if v.size == 0:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    edges = np.linspace(0.0, 1.0, 11) if lo >= 0.0 and hi <= 1.0 else np.arange(np.floor(lo), np.floor(hi) + 2)
+    counts, _ = np.histogram(v, bins=edges)
+    return {"mean": round(float(v.mean()), 6), "scored_tokens": int(v.size),
+            "unscored_tokens": int(values.size - v.size), "edges": [round(float(e), 6) for e in edges],
+            "histogram": counts.astype(int).tolist()}
 
 
 def _expand_sources(sources, n: int) -> list[str]:
@@ -249,4 +359,6 @@ def write_parquet_shards(out_dir, summary: dict, seq_len: int, dtype,
             digest = hashlib.sha256(f.read()).hexdigest()   # one shard: blocks_per_shard x seq_len ids, compressed
         os.remove(src)
         shards.append({**entry, "file": name, "sha256": digest})
-    return {**summary, "shards": shards}
+    renamed = {a["file"]: b["file"] for a, b in zip(summary["shards"], shards)}
+    phases = [{**p, "shards": [renamed[f] for f in p["shards"]]} for p in summary.get("phases", [])]
+    return {**summary, "shards": shards, **({"phases": phases} if phases else {})}

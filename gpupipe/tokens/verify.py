@@ -21,11 +21,17 @@ sha256 of the file's bytes, and every token check above, row group by row group.
 Megatron files the manifest lists (`megatron`: prefix, sha256 of data.bin and data.idx, documents, tokens) are
 checked by gpupipe.tokens.megatron.verify_megatron: their sha256, the index against the data, one EOS ending each
 sequence; and they must hold the documents and stream tokens the shards hold.
+
+A phased stream (manifest `phases`, a mixture's curriculum) is checked per phase: its shards in order, each
+phase's own dropped partial block, its tokens per group against its shards' cards. Per-shard data cards (`card`:
+phase, tokens_by_group, quality score histograms, tokenizer sha256, gpupipe version, config hash) must name the
+manifest's tokenizer, version and config and add up to the shard's tokens.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -81,6 +87,7 @@ def verify_shards(shard_dir) -> list[str]:
     problems += _check_shard_boundaries(shards, scans)
     problems += _check_stream(m, scans)
     problems += _check_unlisted_files(shard_dir, shards)
+    problems += _check_cards(m)
     problems += _check_tokenizer(shard_dir, m)
     problems += _check_megatron(shard_dir, m)
     return problems
@@ -397,7 +404,9 @@ def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
     elif m["stream_tokens"] != listed_tokens + dropped:
         problems.append(f"{MANIFEST_FILE}: stream_tokens {m['stream_tokens']} != tokens in shards "
                         f"{listed_tokens} + dropped_remainder_tokens {dropped}")
-    if not _bestfit(m) and dropped != m["stream_tokens"] % seq_len:
+    if "phases" in m:
+        problems += _check_phases(m)
+    elif not _bestfit(m) and dropped != m["stream_tokens"] % seq_len:
         problems.append(f"{MANIFEST_FILE}: dropped_remainder_tokens {dropped} != stream_tokens "
                         f"{m['stream_tokens']} mod seq_len {seq_len}")
     if dropped_eos > dropped:
@@ -414,6 +423,84 @@ def _check_stream(m: dict, scans: list[_ShardScan]) -> list[str]:
         problems.append(f"{MANIFEST_FILE}: documents_packed {m['documents_packed']} != EOS in shards "
                         f"{counted} + dropped_remainder_eos {dropped_eos}")
     problems += _check_stream_ends(m, scans)
+    return problems
+
+
+def _check_phases(m: dict) -> list[str]:
+    """A phased stream (a mixture's curriculum): the phases list the shards in order, each shard in one phase; each
+    phase drops its own partial block (stream_tokens mod seq_len); their counts add up to the run's."""
+    phases, seq_len = m["phases"], m["seq_len"]
+    if not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases):
+        return [f"{MANIFEST_FILE}: phases is not a list of objects"]
+    problems = []
+    listed = [f for p in phases for f in p.get("shards", [])]
+    if listed != [s["file"] for s in m["shards"]]:
+        problems.append(f"{MANIFEST_FILE}: the phases' shards {listed} are not the shards in order")
+    by_file = {s["file"]: s for s in m["shards"]}
+    for p in phases:
+        name = p.get("name")
+        ints = ("tokens", "stream_tokens", "documents", "dropped_remainder_tokens", "dropped_remainder_eos")
+        bad = [k for k in ints if not _is_int(p.get(k))]
+        if bad:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: field(s) {bad} missing or not non-negative integers")
+            continue
+        in_shards = sum(by_file[f]["tokens"] for f in p["shards"] if f in by_file)
+        if p["tokens"] != in_shards:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: tokens {p['tokens']} != its shards' {in_shards}")
+        if p["stream_tokens"] != p["tokens"] + p["dropped_remainder_tokens"]:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: stream_tokens {p['stream_tokens']} != tokens "
+                            f"{p['tokens']} + dropped {p['dropped_remainder_tokens']}")
+        if p["dropped_remainder_tokens"] != p["stream_tokens"] % seq_len:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: dropped_remainder_tokens "
+                            f"{p['dropped_remainder_tokens']} != stream_tokens mod seq_len")
+        groups = p.get("tokens_by_group")
+        if isinstance(groups, dict) and sum(groups.values()) != p["stream_tokens"]:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: tokens_by_group sums to {sum(groups.values())}, "
+                            f"stream_tokens is {p['stream_tokens']}")
+        cards = [by_file[f].get("card") for f in p["shards"] if f in by_file]
+        if isinstance(groups, dict) and isinstance(p.get("dropped_by_group"), dict) and all(cards):
+            counted = Counter(p["dropped_by_group"])
+            for c in cards:
+                counted.update(c.get("tokens_by_group") or {})
+            if dict(counted) != {g: n for g, n in groups.items() if n}:
+                problems.append(f"{MANIFEST_FILE}: phase {name!r}: tokens_by_group {groups} != its shards' cards "
+                                f"+ dropped_by_group {dict(sorted(counted.items()))}")
+        wrong = [f for f in p["shards"] if by_file.get(f, {}).get("card", {}).get("phase", name) != name]
+        if wrong:
+            problems.append(f"{MANIFEST_FILE}: phase {name!r}: shard card(s) {wrong} name another phase")
+    for k in ("stream_tokens", "documents_packed", "dropped_remainder_tokens", "dropped_remainder_eos"):
+        key = "documents" if k == "documents_packed" else k
+        total = sum(p.get(key, 0) for p in phases if _is_int(p.get(key)))
+        if total != m[k]:
+            problems.append(f"{MANIFEST_FILE}: {k} {m[k]} != the sum over phases {total}")
+    return problems
+
+
+def _check_cards(m: dict) -> list[str]:
+    """Per-shard data cards: the run's tokenizer, version and config; tokens per group adding up to the shard's
+    tokens (stream packing: every token, EOS included, belongs to one document); and to the run's tokens_per_group
+    with the dropped remainders."""
+    problems, cards = [], [(s["file"], s["card"]) for s in m["shards"] if isinstance(s.get("card"), dict)]
+    for name, card in cards:
+        for k in ("tokenizer_sha256", "gpupipe_version", "config_hash"):
+            if card.get(k) != m.get(k):
+                problems.append(f"{name}: card {k} {card.get(k)!r} != manifest {m.get(k)!r}")
+        groups = card.get("tokens_by_group")
+        if not isinstance(groups, dict) or not all(_is_int(v) for v in groups.values()):
+            problems.append(f"{name}: card tokens_by_group missing or not counts")
+            continue
+        if not _bestfit(m) and sum(groups.values()) != next(s["tokens"] for s in m["shards"] if s["file"] == name):
+            problems.append(f"{name}: card tokens_by_group sums to {sum(groups.values())}, not the shard's tokens")
+        for col, q in (card.get("quality") or {}).items():
+            if sum(q.get("histogram", [])) != q.get("scored_tokens") or len(q.get("edges", [])) != \
+                    len(q.get("histogram", [])) + 1:
+                problems.append(f"{name}: card quality {col!r}: histogram does not add up to its scored tokens")
+    totals = m.get("tokens_per_group")
+    if cards and isinstance(totals, dict) and len(cards) == len(m["shards"]) and not _bestfit(m):
+        in_shards = sum(sum(c["tokens_by_group"].values()) for _, c in cards if isinstance(c.get("tokens_by_group"), dict))
+        if sum(totals.values()) != in_shards + m["dropped_remainder_tokens"]:
+            problems.append(f"{MANIFEST_FILE}: tokens_per_group sums to {sum(totals.values())}, not the cards' "
+                            f"{in_shards} + dropped {m['dropped_remainder_tokens']}")
     return problems
 
 

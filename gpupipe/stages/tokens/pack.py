@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 from gpupipe.config_base import KeyProblem, Strict
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun
-from gpupipe.stages.tokens.mixture import COPIES_COLUMN, read_ledger
+from gpupipe.stages.tokens.mixture import COPIES_COLUMN, GROUP_COLUMN, PHASE_COPIES_COLUMN, read_ledger
 from gpupipe.tokens.bestfit import DEFAULT_WINDOW_DOCS, PAD_TOKEN, BestFitPacker
 from gpupipe.tokens.manifest import write_manifest
 from gpupipe.tokens.megatron import MegatronWriter
@@ -70,23 +70,53 @@ def _pad_id(tok, cfg: PackConfig, eos: int) -> int:
     return pad
 
 
-def _documents(parts: list[Path], copies: bool) -> Iterator[tuple[int, list[np.ndarray], list[str], int]]:
-    """(pass, token arrays, sources, rows read) per part and pass; one pass unless a mixture asked for copies."""
-    passes = 1
-    if copies:
-        passes = max((int(pq.read_table(p, columns=[COPIES_COLUMN]).column(0).to_numpy().max(initial=0))
-                      for p in parts), default=1)
-    for p in range(1, passes + 1):
-        for part in parts:
-            table = pq.read_table(part, columns=["tokens", "source"] + ([COPIES_COLUMN] if copies else []))
-            rows = table.num_rows
-            if copies:
-                table = table.filter(table.column(COPIES_COLUMN).to_numpy() >= p)
-            col = table.column("tokens").combine_chunks()
-            flat = col.values.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
-            offsets = col.offsets.to_numpy()
-            docs = np.split(flat[offsets[0]:offsets[-1]], offsets[1:-1] - offsets[0]) if len(col) else []
-            yield p, docs, table.column("source").to_pylist(), rows
+QUALITY_SUFFIX = "_score"   # score columns (quality_score, a classifier's edu_score, ...) go into the data cards
+NOT_QUALITY = ("lang_score",)
+
+
+def score_columns(names: list[str]) -> list[str]:
+    """The quality scores present: `*_score` columns other than langid's confidence."""
+    return sorted(c for c in names if c.endswith(QUALITY_SUFFIX) and c not in NOT_QUALITY)
+
+
+def _documents(parts: list[Path], copies: bool, phases: int, scores: list[str]) -> Iterator[tuple]:
+    """(phase, pass, token arrays, sources, groups, scores, rows read) per phase, pass and part; one phase of one
+    pass unless a mixture asked for copies (with phases: copies per phase, packed phase after phase)."""
+    for k in range(max(phases, 1)):
+        passes = 1
+        if copies:   # at least one pass: an empty phase is still opened (and listed, with no shards)
+            passes = max((int(_copies(pq.read_table(p, columns=_copy_cols(phases)), phases, k).max(initial=0))
+                          for p in parts), default=1)
+        for p in range(1, max(passes, 1) + 1):
+            for part in parts:
+                names = pq.ParquetFile(part).schema_arrow.names
+                group = [GROUP_COLUMN] if GROUP_COLUMN in names else []
+                cols = ["tokens", "source", *group, *[c for c in scores if c in names]]
+                table = pq.read_table(part, columns=cols + (_copy_cols(phases) if copies else []))
+                rows = table.num_rows
+                if copies:
+                    table = table.filter(_copies(table, phases, k) >= p)
+                col = table.column("tokens").combine_chunks()
+                flat = col.values.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
+                offsets = col.offsets.to_numpy()
+                docs = np.split(flat[offsets[0]:offsets[-1]], offsets[1:-1] - offsets[0]) if len(col) else []
+                sources = table.column("source").to_pylist()
+                groups = table.column(GROUP_COLUMN).to_pylist() if group else sources
+                values = {c: table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+                          for c in scores if c in names}
+                yield k, p, docs, sources, groups, values, rows
+
+
+def _copy_cols(phases: int) -> list[str]:
+    return [PHASE_COPIES_COLUMN] if phases else [COPIES_COLUMN]
+
+
+def _copies(table, phases: int, k: int) -> np.ndarray:
+    """Copies of each document (in phase k of a phased mixture)."""
+    col = table.column(_copy_cols(phases)[0]).combine_chunks()
+    if not phases:
+        return col.to_numpy()
+    return col.values.to_numpy().reshape(-1, phases)[:, k]
 
 
 class Pack(PhasedStage):
@@ -106,10 +136,7 @@ class Pack(PhasedStage):
     def _verify(self, out: Path, manifest: dict, ledger: dict | None) -> None:
         problems = verify_shards(out)   # the Megatron files the manifest lists too (sha256, counts, invariants)
         if ledger is not None:
-            planned = {name: r["tokens"] for name, r in ledger["sources"].items()}
-            packed = {name: n for name, n in manifest["tokens_per_source"].items() if n}
-            if planned != packed:
-                problems.append(f"mixture: packed tokens per source {packed} != the ledger's {planned}")
+            problems += mixture_problems(manifest, ledger)
         if problems:
             raise PackError("the shards just written fail verification:\n" + "\n".join(problems))
 
@@ -123,21 +150,32 @@ def pack_phase(stage: Pack, run: PhaseRun) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     tok_sha = save_tokenizer(tok, out / TOKENIZER_FILE)
-    if pad is None:
-        packer = StreamPacker(out, stage.config.seq_len, eos, dtype, stage.config.blocks_per_shard)
+    ledger = read_ledger(run.prev.ledger)
+    names = pq.ParquetFile(run.inputs[0]).schema_arrow.names if run.inputs else []
+    copies = COPIES_COLUMN in names
+    phase_names = [p["name"] for p in (ledger or {}).get("phases") or []] if PHASE_COPIES_COLUMN in names else []
+    if phase_names and pad is not None:
+        raise PackError("pack: a phased mixture needs mode: stream (best-fit packing has no phase boundaries yet)")
+    if pad is None:   # with data cards: tokens per group (and quality scores) per shard
+        packer = StreamPacker(out, stage.config.seq_len, eos, dtype, stage.config.blocks_per_shard, cards=True,
+                              score_columns=score_columns(names))
     else:
         packer = BestFitPacker(out, stage.config.seq_len, eos, pad, dtype, stage.config.blocks_per_shard,
                                stage.config.bestfit_window)
     mega = MegatronWriter(out / MEGATRON_PREFIX, dtype, eos) if stage.config.megatron else None
-    ledger = read_ledger(run.prev.ledger)
-    copies = bool(run.inputs) and COPIES_COLUMN in pq.ParquetFile(run.inputs[0]).schema_arrow.names
-    stats = run.total
+    stats, phase = run.total, None
     with annotate("gpupipe/pack"):
-        for p, docs, sources, rows in _documents(run.inputs, copies):
-            packer.add_many(docs, sources)
+        for k, p, docs, sources, groups, scores, rows in _documents(run.inputs, copies, len(phase_names),
+                                                                    packer.score_columns if pad is None else []):
+            if phase_names and phase != k:   # a phase's documents start its own shards
+                packer.start_phase(phase_names[phase := k])
+            if pad is None:
+                packer.add_many(docs, sources, groups, scores)
+            else:
+                packer.add_many(docs, sources)
             if mega is not None:
                 mega.add_many(docs)
-            if p == 1:
+            if p == 1 and k == 0:
                 stats.docs_in += rows
                 run.progress(1)
         summary = packer.finish()
@@ -173,4 +211,23 @@ def _manifest_extra(summary: dict, mega_summary: dict | None, ledger: dict | Non
         extra["megatron"] = {"prefix": MEGATRON_PREFIX, **mega_summary}
     if ledger is not None:
         extra["mixture"] = ledger
+    for key in ("tokens_per_group", "phases"):
+        if key in summary:
+            extra[key] = summary[key]
     return extra
+
+
+def mixture_problems(manifest: dict, ledger: dict) -> list[str]:
+    """The packed stream against the mixture's plan: tokens per group over the run and per phase, exactly."""
+    problems = []
+    planned = {name: r["tokens"] for name, r in ledger["sources"].items() if r["tokens"]}
+    packed = manifest.get("tokens_per_group", manifest["tokens_per_source"])
+    packed = {name: n for name, n in packed.items() if n}
+    if planned != packed:
+        problems.append(f"mixture: packed tokens per group {packed} != the ledger's {planned}")
+    want = [(p["name"], {g: r["tokens"] for g, r in p["sources"].items() if r["tokens"]})
+            for p in ledger.get("phases") or []]
+    got = [(p["name"], p["tokens_by_group"]) for p in manifest.get("phases") or []]
+    if want and want != got:
+        problems.append(f"mixture: packed phases {got} != the ledger's {want}")
+    return problems

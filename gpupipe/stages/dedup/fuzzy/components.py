@@ -4,6 +4,7 @@ one keeper per cluster by the priority columns then input order, and the cluster
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import numpy as np
 import pandas as pd
@@ -48,10 +49,27 @@ def choose_keepers(members: pd.DataFrame, priority: list[str]) -> pd.DataFrame:
     missing = [c for c in cols if c not in members.columns]
     if missing:
         raise KeyError(f"fuzzy_dedup priority names columns the documents lack: {missing}")
-    order = members.sort_values(["cluster", *cols, "doc_index"],
+    ranked = members.assign(**{c: tier_rank(members[c].to_numpy()) for c in cols if c == DOMAIN_TIER})
+    order = ranked.sort_values(["cluster", *cols, "doc_index"],
                                 ascending=[True, *[not p.startswith("-") for p in priority], True], kind="stable")
     keep = ~order.duplicated("cluster", keep="first")
     return members.assign(keep=keep.reindex(members.index))
+
+
+DOMAIN_TIER = "domain_tier"   # url_filter's label: an ordered category, not text ("none" sorts before "tier1")
+
+
+def tier_rank(values) -> np.ndarray:
+    """domain_tier as an ordered category: tier1 < tier2 < ... < tier10 (by the number a name ends with, then as
+    text) < "none" and null (untiered) last. Ranks (0 = best), for sorting."""
+    def key(v):
+        if v is None or v != v or v == "none":
+            return (1, 0, "")
+        digits = re.search(r"(\d+)$", str(v))
+        return (0, int(digits.group(1)) if digits else -1, str(v))
+    keys = [key(v) for v in np.asarray(values, dtype=object).tolist()]
+    rank = {k: i for i, k in enumerate(sorted(set(keys)))}
+    return np.array([rank[k] for k in keys], dtype=np.int64)
 
 
 def priority_frame(df: pd.DataFrame, cfg: FuzzyDedupConfig, texts: pa.Array) -> pd.DataFrame:
