@@ -146,24 +146,48 @@ def _in_worker(run: tuple, fn: Callable, args: tuple):
     return fn(*args)
 
 
+POOL_RETRIES = 2   # fresh pools one map may start after a worker process died (killed, out of memory)
+
+
+class WorkerLost(RuntimeError):
+    """A pool worker process died under the same tasks on every try."""
+
+
 def _pooled(processes: int, run: tuple, fn: Callable, args: list[tuple], progress: Callable[[int], None]) -> list:
     """fn over args in the shared pool, results in input order; the first error (or a stop request) cancels the
-    tasks not yet started and is raised. A pool whose worker died (killed, out of memory) is dropped, so the next
-    run starts a new one."""
-    pool = shared_pool(processes)
-    futures = [pool.submit(_in_worker, run, fn, a) for a in args]
-    try:
-        for f in concurrent.futures.as_completed(futures):
-            f.result()
-            interrupt.check()
-            progress(1)
-        return [f.result() for f in futures]
-    except BaseException as e:
-        for f in futures:
-            f.cancel()
-        if isinstance(e, concurrent.futures.BrokenExecutor):   # BrokenProcessPool
+    tasks not yet started and is raised. A worker that dies (kill -9, the OOM killer) breaks the pool: it is dropped,
+    and the tasks that had not finished run again on a fresh one (a task's outputs are atomic and a pure function of
+    its inputs, so a rerun writes the same bytes), POOL_RETRIES times at most."""
+    results: dict[int, Any] = {}
+    for attempt in range(POOL_RETRIES + 1):
+        pool = shared_pool(processes)
+        futures = {pool.submit(_in_worker, run, fn, a): i for i, a in enumerate(args) if i not in results}
+        try:
+            for f in concurrent.futures.as_completed(futures):
+                results[futures[f]] = f.result()
+                interrupt.check()
+                progress(1)
+            return [results[i] for i in range(len(args))]
+        except concurrent.futures.BrokenExecutor as e:   # BrokenProcessPool: a worker died
             _POOLS.pop(processes, None)
-        raise
+            pool.shutdown(wait=False, cancel_futures=True)
+            for f, i in futures.items():   # what finished before the break is kept
+                if i not in results and f.done() and not f.cancelled() and f.exception() is None:
+                    results[i] = f.result()
+                    progress(1)
+            left = len(args) - len(results)
+            if attempt == POOL_RETRIES:
+                raise WorkerLost(f"a worker process died {attempt + 1} times with {left} task(s) of this stage "
+                                 f"unfinished (killed, or out of memory: a smaller executor.partition_bytes or "
+                                 f"fewer executor.workers needs less); run the same command again to resume after "
+                                 f"the last completed stage") from e
+            log.warning("a worker process died (%s): %d of %d task(s) run again on a fresh pool", e, left,
+                        len(args))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    raise AssertionError("unreachable")
 
 
 @functools.cache

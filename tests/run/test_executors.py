@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpupipe.cli import main
-from gpupipe.run.executors import LocalExecutor, numba_takes_threads
+from gpupipe.run.executors import POOL_RETRIES, LocalExecutor, WorkerLost, numba_takes_threads
 from tests.helpers import near_copy_texts, write_jsonl
 
 
@@ -127,5 +127,45 @@ def test_on_a_gpu_device_stations_run_in_the_feeder_and_host_stations_in_the_poo
         device = {pid for pid, _ in ex.map(_pid_after, [0.0] * 3, list(range(3)), resources=DEVICE)}
         host = {pid for pid, _ in ex.map(_pid_after, [0.0] * 3, list(range(3)), resources=HOST)}
         assert device == {os.getpid()} and os.getpid() not in host
+    finally:
+        ex.close()
+
+
+def _die_once(x, marker_dir):
+    """Task 2 kills its worker process (kill -9) the first time it runs: the marker file says it did."""
+    import os
+    import signal
+
+    marker = Path(marker_dir) / "died"
+    if x == 2 and not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * x
+
+
+def _always_die(x):
+    import os
+    import signal
+
+    if x == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+def test_a_killed_worker_s_tasks_run_again_on_a_fresh_pool(tmp_path):
+    ex = LocalExecutor(processes=2)
+    try:
+        assert ex.map(_die_once, list(range(6)), [str(tmp_path)] * 6) == [x * x for x in range(6)]
+        assert (tmp_path / "died").exists()   # the kill happened: task 2's result comes from the rerun
+        assert ex.map(_die_once, [3, 4], [str(tmp_path)] * 2) == [9, 16]   # the fresh pool serves later maps
+    finally:
+        ex.close()
+
+
+def test_a_task_that_kills_every_worker_stops_the_map_with_one_clear_error():
+    ex = LocalExecutor(processes=2)
+    try:
+        with pytest.raises(WorkerLost, match=f"died {POOL_RETRIES + 1} times.*run the same command again"):
+            ex.map(_always_die, list(range(4)))
     finally:
         ex.close()
