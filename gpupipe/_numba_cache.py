@@ -22,6 +22,9 @@ from pathlib import Path
 
 _STAMP = "gpupipe-sources.sha256"
 _KEEP = 4  # digest folders kept under the user's cache folder (the most recently used)
+# ... and any used in the last day: another checkout or venv (a CI clone beside an edited one) may be compiling into
+# it right now; removing it under that process makes its numba fail to save (FileNotFoundError)
+_IN_USE_S = 24 * 3600
 
 
 def _roots() -> list[Path]:
@@ -90,14 +93,18 @@ def digest_folder() -> Path:
 
 
 def _prune(folder: Path) -> None:
-    """Keep the _KEEP most recently used digest folders beside `folder` (other versions of the sources)."""
+    """Keep the _KEEP most recently used digest folders beside `folder` (other versions of the sources), and every
+    one used within _IN_USE_S."""
+    import time
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         os.utime(folder)
         others = sorted((p for p in folder.parent.iterdir() if p.is_dir() and p != folder),
                         key=lambda p: p.stat().st_mtime, reverse=True)
         for old in others[_KEEP - 1:]:
-            shutil.rmtree(old, ignore_errors=True)
+            if time.time() - old.stat().st_mtime > _IN_USE_S:
+                shutil.rmtree(old, ignore_errors=True)
     except OSError:
         pass
 

@@ -110,3 +110,25 @@ def test_kernels_cached_under_the_sources_digest():
     for fn in (repetition._decode, kernels._final_cuts):
         cache_path = fn._cache._cache_path
         assert os.path.dirname(cache_path) == str(folder) or not os.access(folder, os.W_OK)
+
+
+def test_prune_keeps_the_recent_folders_and_any_in_use(tmp_path):
+    """Another checkout's digest folder used within the last day survives the pruning (its process may be compiling
+    into it now); older ones beyond the most recent few go."""
+    import os
+    import time
+
+    from gpupipe._numba_cache import _IN_USE_S, _KEEP, _prune
+
+    day_ago = time.time() - _IN_USE_S - 60
+    old = [tmp_path / f"old{i}" for i in range(_KEEP + 2)]
+    busy = [tmp_path / f"busy{i}" for i in range(_KEEP + 1)]
+    for i, p in enumerate(old):
+        p.mkdir()
+        os.utime(p, (day_ago - i, day_ago - i))
+    for p in busy:
+        p.mkdir()
+    _prune(tmp_path / "mine")
+    left = {p.name for p in tmp_path.iterdir()}
+    assert {p.name for p in busy} | {"mine"} <= left   # in use: kept, however many
+    assert not any(p.name in left for p in old)        # beyond the most recent _KEEP and a day old: removed
