@@ -48,8 +48,11 @@ class SimHashDedupConfig(Strict):
     # Tokens: single words (the seed's weighted bag of words), character bigrams for CJK documents.
     word_k: int = Field(1, ge=1)
     char_k: int = Field(2, ge=1)
-    # A token's weight: its count in the document ("count"), or 1 per distinct token ("distinct").
-    weights: Literal["count", "distinct"] = "count"
+    # A token's weight (the seed's w_i, "IDF or 1"): 1 per distinct token ("distinct"), or its count in the document
+    # ("count"). On 20,000 documents of the real corpus (profiling/bench_simhash.py) distinct tokens agree with
+    # MinHash + exact Jaccard 0.8 far better: precision 0.995 vs 0.869 at the same recall (0.976): counts let a
+    # short text's repeated words outvote the rest.
+    weights: Literal["count", "distinct"] = "distinct"
     levels: Literal[1, 2] = 2            # permuted-block tables: blocks (1) or blocks x sub-blocks (2)
     cjk_langs: list[str] = ["zh", "ja", "ko"]   # `lang` values tokenized by characters
     priority: list[str] = []             # columns deciding the keeper ("-col" = largest first); then input order
