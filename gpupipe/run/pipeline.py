@@ -180,7 +180,7 @@ def _run_chain(executor, chain: list[Stage], dirs: list[StageDir], parts: list[P
     t0 = time.perf_counter()
     results = executor.map(map_chain_task, [[s.spec() for s in chain]] * n, parts, [dirs] * n,
                            [keep_intermediate] * n, progress=progress, label="+".join(s.name for s in chain),
-                           resources=chain[0].resources)
+                           resources=chain[0].resources, stateless=True)   # map stations keep no partition state
     wall = time.perf_counter() - t0
     busy = [sum(r[k]["seconds"] for r in results) for k in range(len(chain))]
     out = []
