@@ -1,7 +1,8 @@
 """The `gpupipe` command line: run, synth, verify, and the tools' subcommands.
 
 Messages go to the terminal with rich's markup off: a message quoting `pip install 'gpupipe[gpu]'` or a path with
-brackets must print as written. User errors end in one line on stderr and an exit code, never a traceback.
+brackets must print as written. User errors and faults (storage unreachable, a read-only or vanished run directory,
+a lost Dask scheduler, ...) end in one line on stderr and an exit code, never a traceback; `--debug` shows it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shlex
 import signal
 import sys
 import time
@@ -109,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.run import interrupt
     from gpupipe.report.views import write_views
     from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
-    from gpupipe.run.rundir import CONFIG_FILE, LOGS_DIR, NAMES, STAGES_DIR, STATS_FILE, RunDirBusy, at
+    from gpupipe.run.rundir import CONFIG_FILE, LOGS_DIR, NAMES, STAGES_DIR, STATS_FILE, RunDirBusy, RunFault, at
 
     overrides: dict[str, Any] = {}
     if args.input:
@@ -131,9 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         storage.require(location)
     try:
         with interrupt.stop_on_signals():
-            stats = run_pipeline(cfg, _progress_factory, views=write_views)
+            stats = run_pipeline(cfg, _progress_factory, views=write_views, verify_resume=args.verify_resume)
     except (ConfigError, DeviceError, RunDirBusy) as e:
         return fail(str(e), 2)
+    except RunFault as e:
+        return fail(str(e), 1)
     except (EmptyRunError, ConservationError) as e:
         return fail(f"{e}\n(stats: {at(cfg.output.rstrip('/'), NAMES.stats)})", 1)
     except KeyboardInterrupt as e:
@@ -303,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="gpupipe", description="Web crawl → curated documents → packed token shards.")
     p.add_argument("--version", action="version", version=f"gpupipe {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure (else one line)")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run (or resume) a pipeline config", description=(
@@ -324,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text (HTML) bytes per partition, e.g. 128MiB; overrides executor.partition_bytes")
     r.add_argument("--partition-docs", dest="partition_docs", type=int,
                    help="at most this many documents per partition; overrides executor.partition_docs")
+    r.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the traceback of a failure (else one line)")
+    r.add_argument("--verify-resume", dest="verify_resume", action="store_true",
+                   help="before resuming, check the checksum of every file the completed stages' markers vouch for "
+                        "(default: sizes of all, checksums of the files the run reads on from)")
     r.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("synth", help="write the synthetic crawl (WARC + ground truth)", description=(
@@ -434,9 +444,37 @@ def build_parser() -> argparse.ArgumentParser:
 _SERVER_ARGS = ("base_url", "scheduler_address")   # URLs of servers, not of files or folders
 
 
+def _again(argv: list[str]) -> str:
+    return f"run the same command again to resume after the last completed stage: gpupipe {shlex.join(argv)}"
+
+
+def describe_fault(e: BaseException, argv: list[str]) -> tuple[str, int] | None:
+    """One line and an exit code for a fault that is not gpupipe's bug (None: an unexpected error): storage or a
+    Dask scheduler that does not answer, a run directory that cannot be written or vanished."""
+    from gpupipe.io.storage import StorageUnreachable, unreachable
+
+    name = type(e).__name__
+    # botocore's, by name: importing it here would load the cloud stack for every command
+    if name in ("NoCredentialsError", "PartialCredentialsError"):
+        return (f"{e} for an s3:// path: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
+                f"or storage: {{options: {{s3: {{key: ..., secret: ...}}}}}} in the config", 2)
+    first = (str(e).strip().splitlines() or [""])[0]
+    dask = type(e).__module__.partition(".")[0] == "distributed" or "tcp://" in first or name in (
+        "CommClosedError", "FutureCancelledError", "KilledWorker")
+    if dask and not isinstance(e, StorageUnreachable):
+        return f"the Dask scheduler cannot be reached or was lost ({name}: {first}); {_again(argv)}", 1
+    if unreachable(e):
+        return (first if isinstance(e, StorageUnreachable) else f"storage unreachable: {name}: {first}") \
+            + f"; {_again(argv)}", 1
+    if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"cannot write {e.filename or ''}: {e.strerror}; choose a writable output", 1
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from gpupipe.io.storage import StorageUnavailable, require
 
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         for key, value in vars(args).items():   # a URL without its filesystem package: say so before any work
@@ -447,11 +485,13 @@ def main(argv: list[str] | None = None) -> int:
     except StorageUnavailable as e:   # raised wherever a URL is opened; the message names the install command
         return fail(str(e), 2)
     except Exception as e:
-        # botocore's, by name: importing it here would load the cloud stack for every command
-        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
-            return fail(f"{e} for an s3:// path: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
-                        f"or storage: {{options: {{s3: {{key: ..., secret: ...}}}}}} in the config", 2)
-        raise
+        if args.debug:
+            raise
+        said = describe_fault(e, argv)
+        if said is not None:
+            return fail(*said)
+        return fail(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]} (an unexpected error: "
+                    f"gpupipe --debug {shlex.join(argv)} shows where)", 1)
     except KeyboardInterrupt:
         return fail("interrupted", 130)
 

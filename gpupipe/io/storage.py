@@ -15,17 +15,23 @@ visible when it is completed), and a folder that must be read as a unit (a stage
 committed by writing its marker last (`stats.json`, `manifest.json`): whatever is listed without its marker is
 not treated as complete (see docs/design.md, "Object storage").
 
+Storage that does not answer (a server down, a refused connection): every call on a URL is tried `TRIES` times,
+waiting `BACKOFF` seconds and twice as long each time after (on top of the client's own retries, s3fs/botocore's),
+then raises StorageUnreachable, one line naming the URL.
+
 Reads of large inputs are streamed: `open_input` returns a seekable file that fetches ranges as it is read
 (fsspec's read-ahead cache of `READ_BLOCK` bytes), so a 1 GB WARC file is never downloaded whole first.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import threading
-from typing import IO, Any
+import time
+from typing import IO, Any, Callable
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]+")   # two letters at least: not a Windows drive
 READ_BLOCK = 8 << 20   # bytes per ranged read of a streamed input
@@ -59,6 +65,57 @@ def configure(options: dict[str, dict[str, Any]] | None) -> None:
 def current_options() -> dict[str, dict[str, Any]]:
     with _lock:
         return {k: dict(v) for k, v in _options.items()}
+
+
+TRIES, BACKOFF = 3, 1.0   # attempts per call on a URL whose server does not answer; seconds before the 2nd (doubled)
+# Connection failures by class name (botocore, aiohttp, urllib3, fsspec), so that no cloud library is imported here.
+_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+                "ClientConnectorError", "ClientOSError", "ServerDisconnectedError", "ServerTimeoutError",
+                "NewConnectionError", "FSTimeoutError"}
+
+
+class StorageUnreachable(OSError):
+    """A URL's server did not answer after `TRIES` attempts with backoff: the message names the URL and why."""
+
+    def __init__(self, message: str):   # one argument: it crosses process boundaries (pickled) intact
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def unreachable(e: BaseException | None) -> bool:
+    """Whether `e` (or an exception it was raised from) is a failure to reach a server, not an answer from it."""
+    for _ in range(8):   # the __cause__/__context__ chain, bounded
+        if e is None:
+            return False
+        if isinstance(e, (ConnectionError, StorageUnreachable)) or _UNREACHABLE & {c.__name__ for c in type(e).__mro__}:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _retried(fn: Callable) -> Callable:
+    """`fn` on a URL (its first URL argument) tried TRIES times while its server cannot be reached."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        url = next((a for a in args if is_url(a)), None)
+        if url is None:
+            return fn(*args, **kwargs)
+        for attempt in range(TRIES):
+            try:
+                return fn(*args, **kwargs)
+            except StorageUnreachable:
+                raise
+            except Exception as e:
+                if not unreachable(e):
+                    raise
+                if attempt == TRIES - 1:
+                    why = (str(e).strip().splitlines() or [""])[0]
+                    raise StorageUnreachable(f"{url}: the storage cannot be reached ({type(e).__name__}: {why}; "
+                                             f"{TRIES} tries)") from e
+                time.sleep(BACKOFF * 2 ** attempt)
+    return call
 
 
 class StorageUnavailable(ValueError):
@@ -144,6 +201,7 @@ def _http_info(location: str) -> dict | None:
         return None
 
 
+@_retried
 def exists(location) -> bool:
     if not is_url(location):
         return os.path.exists(location)
@@ -153,6 +211,7 @@ def exists(location) -> bool:
     return fs.exists(path)
 
 
+@_retried
 def isdir(location) -> bool:
     if not is_url(location):
         return os.path.isdir(location)
@@ -160,6 +219,7 @@ def isdir(location) -> bool:
     return fs.isdir(path)
 
 
+@_retried
 def isfile(location) -> bool:
     if not is_url(location):
         return os.path.isfile(location)
@@ -169,6 +229,7 @@ def isfile(location) -> bool:
     return fs.isfile(path)
 
 
+@_retried
 def size(location) -> int:
     if not is_url(location):
         return os.path.getsize(location)
@@ -176,6 +237,7 @@ def size(location) -> int:
     return int(fs.size(path))
 
 
+@_retried
 def identity(location) -> list[Any]:
     """What changes whenever the file is rewritten. Local: size, mtime, ctime, inode (see run/rundir.py). URL:
     size and the store's version of the object (ETag, else its modification time)."""
@@ -189,6 +251,7 @@ def identity(location) -> list[Any]:
     return [int(info.get("size") or 0), version]
 
 
+@_retried
 def glob(pattern: str) -> list[str]:
     """Sorted matches of a glob pattern (URLs come back as URLs)."""
     if not is_url(pattern):
@@ -199,6 +262,7 @@ def glob(pattern: str) -> list[str]:
     return sorted(_url(fs, p) for p in fs.glob(path))
 
 
+@_retried
 def listdir(location) -> list[str]:
     """Names (not paths) of a folder's entries; [] when it does not exist."""
     if not is_url(location):
@@ -211,6 +275,7 @@ def listdir(location) -> list[str]:
         return []
 
 
+@_retried
 def find(location) -> list[str]:
     """Every file under a folder, as paths relative to it, sorted; [] when it does not exist."""
     if not is_url(location):
@@ -225,6 +290,7 @@ def find(location) -> list[str]:
 
 
 # -- reading --------------------------------------------------------------------------------------------------------
+@_retried
 def open_input(location, block_size: int = READ_BLOCK) -> IO[bytes]:
     """A seekable binary file. A URL is streamed: ranges of `block_size` bytes are fetched as it is read."""
     if not is_url(location):
@@ -254,6 +320,7 @@ def file_size(f) -> int:
     return int(f.size)
 
 
+@_retried
 def read_bytes(location, start: int | None = None, end: int | None = None) -> bytes:
     """The whole file, or bytes [start, end) by one ranged request."""
     if not is_url(location):
@@ -276,6 +343,7 @@ def _writable(location: str) -> None:
         raise ValueError(f"{location}: http(s) URLs can be read, not written")
 
 
+@_retried
 def put_file(local: str | os.PathLike, location: str) -> None:
     """Copy a local file to `location`; the object appears only once the upload is complete."""
     if not is_url(location):
@@ -289,6 +357,7 @@ def put_file(local: str | os.PathLike, location: str) -> None:
     fs.put_file(os.fspath(local), path)
 
 
+@_retried
 def write_bytes(location: str, data: bytes) -> None:
     if not is_url(location):
         from gpupipe.io.parts import atomic_output
@@ -301,6 +370,7 @@ def write_bytes(location: str, data: bytes) -> None:
     fs.pipe_file(path, data)
 
 
+@_retried
 def get_file(location: str, local: str | os.PathLike) -> None:
     """Copy `location` to a local path, atomically (a temp name beside it, then rename)."""
     from gpupipe.io.parts import atomic_output
@@ -313,6 +383,7 @@ def get_file(location: str, local: str | os.PathLike) -> None:
             shutil.copyfile(location, tmp)
 
 
+@_retried
 def remove(location: str, recursive: bool = False) -> None:
     """Delete a file (or a folder with recursive); nothing there is not an error."""
     if not is_url(location):

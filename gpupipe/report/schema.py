@@ -51,6 +51,9 @@ STAGE_STATS_SCHEMA: dict[str, Any] = {
                                   "partition task (map stages and tokenize); absent for the others"},
         "partition_seconds_p99": {"type": "number", "minimum": 0, "description": "99th percentile of the "
                                   "partition task wall times (linear interpolation)"},
+        "files": {"type": "object", "additionalProperties": {"type": "array"},
+                  "description": "the stage's marker only (not RUN/stats.json): every file it produced, path "
+                                 "relative to the run -> [size, xxh3-128], checked on resume"},
     },
 }
 
@@ -240,7 +243,8 @@ def validate_run_dir(run_dir: str | Path) -> list[str]:
         own = json.loads(path.read_text(encoding="utf-8"))
         problems += [f"{path}: {p}" for p in validate_stage_stats(own)]
         # the run's entry is the stage file, except that a reused stage says resumed: true there
-        differ = sorted(k for k in own.keys() | entry.keys() if k != "resumed" and own.get(k) != entry.get(k))
+        differ = sorted(k for k in own.keys() | entry.keys() if k not in ("resumed", "files")
+                        and own.get(k) != entry.get(k))
         if differ:
             problems.append(f"{path}: differs from stats.json stages[{i}] in {differ}")
     return problems

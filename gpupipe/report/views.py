@@ -28,14 +28,23 @@ def write_views(root: str | Path, result: dict[str, Any], seed: int) -> None:
     except Exception as e:
         log.exception("could not compute the run's metrics")
         result.setdefault("warnings", []).append(f"could not compute metrics: {type(e).__name__}: {e}")
-    atomic_write_text(layout.stats, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    if "metrics" in result:
-        write_metrics(layout.root, result)
+    try:
+        atomic_write_text(layout.stats, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        if "metrics" in result:
+            write_metrics(layout.root, result)
+    except OSError as e:   # disk full, say: the run's outputs and stats are written; say what is missing
+        log.exception("could not write the metrics")
+        result.setdefault("warnings", []).append(
+            f"could not write the metrics ({type(e).__name__}: {e}): {layout.metrics} and the `metrics` of "
+            f"{layout.stats} may be missing; the same `gpupipe run` again, once there is space, writes them (nothing "
+            f"is redone)")
     try:
         write_report(layout.root)
     except Exception as e:
         log.exception("could not write %s", layout.report)
-        result.setdefault("warnings", []).append(f"could not write {layout.report}: {type(e).__name__}: {e}")
+        result.setdefault("warnings", []).append(
+            f"could not write {layout.report} ({type(e).__name__}: {e}): the report and any audit samples not yet in "
+            f"{layout.audit} are missing; `gpupipe report {layout.root}` writes them")
 
 
 __all__ = ["write_views"]

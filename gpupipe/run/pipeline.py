@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -23,7 +24,7 @@ from gpupipe.run import interrupt
 from gpupipe.run.executors import make_executor
 from gpupipe.run.phases import run_stage
 from gpupipe.run.remote import RemoteRun, default_work_dir
-from gpupipe.run.rundir import RunDir, StageDir, input_fingerprint, stage_key
+from gpupipe.run.rundir import RunDir, RunFault, StageDir, claim, input_fingerprint, stage_key
 from gpupipe.run.tasks import fusable, map_chain_task
 from gpupipe.stages import STAGES, build_stage
 from gpupipe.stages.base import RunContext, Stage, StageStats, peak_rss_mb
@@ -75,8 +76,13 @@ def check_conservation(stages: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+class _RunLog(logging.FileHandler):
+    def handleError(self, record):   # noqa: N802 - a full disk must not print logging's traceback: the log is best
+        pass                         # effort, the run's own writes say what failed
+
+
 def _log_to(run: RunDir) -> logging.Handler:
-    handler = logging.FileHandler(run.log, encoding="utf-8")
+    handler = _RunLog(run.log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -84,13 +90,15 @@ def _log_to(run: RunDir) -> logging.Handler:
 
 
 def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | None = None,
-                 views: Callable[[Path, dict, int], None] | None = None) -> dict[str, Any]:
+                 views: Callable[[Path, dict, int], None] | None = None, verify_resume: bool = False
+                 ) -> dict[str, Any]:
     """Run (or resume) a config; returns the run stats, also written to RUN/stats.json.
 
     progress_factory(stage_name, total_tasks) returns a context manager with an `advance(n)` method, for
     progress display; None shows nothing. views(run_root, result, seed) writes the run's views once its stats are
     written (the CLI passes gpupipe/report's `write_views`: metrics, report), inside the run's lock and before the
-    results are committed to a bucket; None writes none.
+    results are committed to a bucket; None writes none. verify_resume: check the checksum of every file a
+    completed stage's marker vouches for (else sizes of all, checksums of what the run reads on from: `plan_run`).
     """
     device = resolve_device(cfg.device)
     storage.configure(cfg.storage.options)
@@ -101,14 +109,22 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     if storage.is_url(cfg.output):   # a bucket: the run works in a local copy, committed stage by stage
         remote = RemoteRun(cfg.output, Path(cfg.storage.work_dir) if cfg.storage.work_dir
                            else default_work_dir(cfg.output))
-    run = RunDir(remote.local if remote else cfg.output)
-    stale = run.lock()  # before anything in the run directory changes
+    root = remote.local if remote else cfg.output
+    try:
+        claim(root, [p for p in cfg.input.path], inputs.files)   # a ConfigError before anything is written
+        run = RunDir(root)
+        stale = run.lock()  # before anything in the run directory changes
+    except OSError as e:
+        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise RunFault(f"the run directory {root} cannot be written ({e.strerror}: {e.filename}): choose an "
+                           f"output on a writable file system") from e
+        raise
     try:
         if remote is not None:
             log.info("run directory %s: local copy %s", cfg.output, remote.local)
             remote.pull()
         try:
-            result = _run_locked(cfg, run, inputs, device, stale, progress_factory, remote, views)
+            result = _run_locked(cfg, run, inputs, device, stale, progress_factory, remote, views, verify_resume)
         except (EmptyRunError, ConservationError):
             if remote is not None:   # the run's stats.json says what went wrong: the bucket gets it too
                 remote.push_results()
@@ -116,6 +132,10 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
         if remote is not None:
             remote.push_results()
         return result
+    except Exception as e:
+        if not isinstance(e, RunFault) and not run.root.is_dir():   # whatever failed first, that is the cause
+            raise _vanished(root, e) from e
+        raise
     finally:
         run.unlock()
 
@@ -207,11 +227,13 @@ class RunPlan:
     dirs: list[StageDir]
     keys: list[str]
     first_rerun: int | None
+    notes: list[str]       # completed stages redone because their files are not what their markers vouch for
 
 
-def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str) -> RunPlan:
+def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, verify_all: bool = False) -> RunPlan:
     """The run's context, stages, keys, and where resume starts (a completed stage is one whose marker carries its
-    key; a chain that ran fused resumes as a whole)."""
+    key and whose files are as the marker recorded: `first_to_redo`; a chain that ran fused resumes as a
+    whole)."""
     items = local_file_refs(cfg.stages)[0]   # FileRefs at URLs: their local copies (config.local_file_refs)
     refs = [{}] + _referenced_files(items, run)  # the read stage references no file but its inputs
     ctx = RunContext(device=device, seed=cfg.seed, run_dir=str(run.root.resolve()),
@@ -225,19 +247,47 @@ def plan_run(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str) -> RunPla
     keys = [stage_key(fingerprint, read.partitioning,
                       [cfg.input.model_dump(mode="json")] + cfg.stages[:i], cfg.seed, refs[:i + 1])
             for i in range(len(stages))]
-    first = next((i for i, (d, k) in enumerate(zip(dirs, keys)) if run.completed(d.root, k) is None), None)
-    # A stage that ran fused inside a chain left no parts: the stage after it cannot start from it, so the
-    # whole chain runs again (resume is per chain).
-    while first and run.completed(dirs[first - 1].root, keys[first - 1]).get("parts_kept") is False:
-        first -= 1
+    first, notes = first_to_redo(run, dirs, keys, verify_all)
     if first is None and stages[-1].name != "pack" and run.shards.exists():
         first = len(stages)  # nothing to redo, but shards of an earlier config that packed must go
-    return RunPlan(ctx, stages, dirs, keys, first)
+    return RunPlan(ctx, stages, dirs, keys, first, notes)
+
+
+def first_to_redo(run: RunDir, dirs: list[StageDir], keys: list[str], verify_all: bool = False
+                  ) -> tuple[int | None, list[str]]:
+    """The first stage to run (None: all complete) and why a completed stage is redone. A stage is complete when
+    its marker carries its key and its files are there at the sizes recorded (all of them with `verify_all`: their
+    checksums too); the files the run reads on from (the last complete stage's: the next stage's input, or the
+    finished run's shards) are checksummed always. A stage that ran fused inside a chain left no parts: the stage
+    after it cannot start from it, so the whole chain runs again (resume is per chain)."""
+    notes: list[str] = []
+    first = None
+    for i, (d, k) in enumerate(zip(dirs, keys)):
+        marker = run.completed(d.root, k)
+        problem = "no marker of this config" if marker is None else run.damage(d.root, marker, verify_all)
+        if problem is not None:
+            if marker is not None:
+                notes.append(f"stage {d.name} is redone: {problem}")
+            first = i
+            break
+    while True:
+        while first and run.completed(dirs[first - 1].root, keys[first - 1]).get("parts_kept") is False:
+            first -= 1
+        last = (len(dirs) if first is None else first) - 1
+        if last < 0 or verify_all:
+            break
+        problem = run.damage(dirs[last].root, run.completed(dirs[last].root, keys[last]), True)
+        if problem is None:
+            break
+        notes.append(f"stage {dirs[last].name} is redone: {problem}")
+        first = last
+    return first, notes
 
 
 def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale: int | None,
-                progress_factory, remote: RemoteRun | None = None, views=None) -> dict[str, Any]:
-    plan = plan_run(cfg, run, inputs, device)
+                progress_factory, remote: RemoteRun | None = None, views=None, verify_all: bool = False
+                ) -> dict[str, Any]:
+    plan = plan_run(cfg, run, inputs, device, verify_all)
     stages, dirs = plan.stages, plan.dirs
     handler = _log_to(run)
     atomic_write_text(run.config, dump_config(cfg))
@@ -246,6 +296,8 @@ def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale:
              cfg.executor.kind)
     if stale:
         log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
+    for note in plan.notes:
+        log.warning(note)
     if plan.first_rerun is not None:
         run.invalidate_from([d.root for d in dirs], plan.first_rerun)
     if remote is not None:
@@ -255,12 +307,12 @@ def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale:
         log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
                  if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
     t_run = time.perf_counter()
-    try:
+    try:   # the views' failures are logged too (their tracebacks in the log, never on the terminal)
         stage_stats = _execute(cfg, run, plan, inputs, device, progress_factory, remote)
+        return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views)
     finally:
         log.removeHandler(handler)
         handler.close()
-    return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views)
 
 
 def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device: str, progress_factory,
@@ -271,7 +323,8 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
     stage_stats: list[dict[str, Any]] = []
     for i in range(first if first is not None else len(stages)):
         log.info("stage %s: already complete, resumed past it", dirs[i].name)
-        stage_stats.append({**run.completed(dirs[i].root, keys[i]), "resumed": True})
+        marker = run.completed(dirs[i].root, keys[i])
+        stage_stats.append({**{k: v for k, v in marker.items() if k != "files"}, "resumed": True})
     executor = None
     try:
         if first is not None and first < len(stages):
@@ -286,15 +339,26 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
             name = "+".join(stages[j].name for j in group)
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             cpu0 = time.process_time()
-            with bar as b:
-                progress = b.advance if b is not None else (lambda n: None)
-                if len(group) == 1 and not fusable(stages[i]):
-                    t0 = time.perf_counter()
-                    total = run_stage(stages[i], executor, parts, dirs[i], dirs[i - 1] if i else None, progress)
-                    done = [total.to_dict(stages[i].name, time.perf_counter() - t0)]
-                else:
-                    done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,
-                                      cfg.keep_intermediate, progress)
+            try:
+                with bar as b:
+                    progress = b.advance if b is not None else (lambda n: None)
+                    if len(group) == 1 and not fusable(stages[i]):
+                        t0 = time.perf_counter()
+                        total = run_stage(stages[i], executor, parts, dirs[i], dirs[i - 1] if i else None,
+                                          progress)
+                        done = [total.to_dict(stages[i].name, time.perf_counter() - t0)]
+                    else:
+                        done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,
+                                          cfg.keep_intermediate, progress)
+            except Exception as e:
+                if not run.root.is_dir():
+                    raise _vanished(run.root, e) from e
+                if i and (bad := _damaged_part(e, parts)):
+                    dirs[i - 1].marker.unlink(missing_ok=True)   # the same command redoes the stage that wrote it
+                    raise RunFault(f"stage {name}: the Parquet part {bad} it reads is damaged ({_first_line(e)}); "
+                                   f"stage {dirs[i - 1].name} is marked to be redone: run the same command "
+                                   f"again") from e
+                raise
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             _add_driver_cpu(done, time.process_time() - cpu0)
             for j, d in zip(group, done):
@@ -304,8 +368,9 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
                 d["extra"] = dict(sorted({**d["extra"], "peak_rss_mb_driver": peak_rss_mb()}.items()))
             # Last stage first: once a chain's first stage shows its marker, all of the chain is marked (an
             # interrupt between two markers leaves the chain's first stage unmarked, so the whole chain reruns).
-            for j, d in reversed(list(zip(group, done))):
-                run.mark_done(dirs[j].root, d)
+            run.check_lock(f"marking stage {dirs[group[-1]].name} done")
+            for j, d in reversed(list(zip(group, done))):   # the last stage of the run vouches for the shards too
+                run.mark_done(dirs[j].root, d, [run.shards] if j == len(stages) - 1 and run.shards.is_dir() else [])
             if remote is not None:   # committed to the bucket in the same order, each stage's marker last
                 for j in reversed(group):
                     remote.push_stage(dirs[j].root)
@@ -317,6 +382,30 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
         if executor is not None:
             executor.close()
     return stage_stats
+
+
+def _vanished(root, e: BaseException) -> RunFault:
+    return RunFault(f"the run directory {root} was removed while the run was writing it ({type(e).__name__}: "
+                    f"{_first_line(e)}); run the same command again to start it afresh")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _damaged_part(e: BaseException, parts: list[Path]) -> Path | None:
+    """The first of `parts` that is not a readable Parquet file, when `e` is Arrow saying one is damaged (a part
+    its marker vouched for, damaged after its checksum was taken or while the run read it)."""
+    if isinstance(e, FileNotFoundError) or "parquet" not in f"{type(e).__name__} {e}".lower():
+        return None
+    import pyarrow.parquet as pq
+
+    for part in parts:
+        try:
+            pq.ParquetFile(part).close()
+        except Exception:
+            return part
+    return None
 
 
 def _add_driver_cpu(done: list[dict[str, Any]], seconds: float) -> None:
@@ -358,8 +447,9 @@ def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[s
     }
     if result["output_docs"] == 0:
         result["empty"] = explain_empty(stage_stats, run)
-    if skipped:
-        result["warnings"] = skipped
+    if plan.notes or skipped:
+        result["warnings"] = plan.notes + skipped
+    run.check_lock("writing its stats.json")
     atomic_write_text(run.stats, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     if views is not None:
         views(run.root, result, cfg.seed)

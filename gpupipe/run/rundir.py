@@ -7,14 +7,20 @@
     RUN/logs/run.log
     RUN/run.lock               held (flock) by the run in progress; holds its pid
     RUN/file_hashes.json       content hashes of the files the config references, cached by file identity
+    RUN/.gpupipe-run           says "a gpupipe run directory": a run writes only into a folder that holds it
 
 A stage is skipped on a re-run when its stats.json exists and carries the same key: a hash of the input
 fingerprint, the partitioning (documents and bytes), the configs of this stage and all before it, and the content
-of every file those configs reference (models, tokenizer, index).
+of every file those configs reference (models, tokenizer, index); and when the files it produced are still what its
+marker vouches for (`files`: size and xxh3-128 of each, `damage`).
+
+The user's files are never destroyed (`claim`): a run writes only into a folder that is new, empty or a gpupipe run
+directory (it holds RUN_MARKER), never into, around or as its own input; everything it deletes is inside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -25,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
+from gpupipe.config_base import ConfigError
 from gpupipe.io import storage
 from gpupipe.io.parts import atomic_write_text, part_paths
 # A shard folder is a product of its own, read without a run directory (`gpupipe verify`, the loader): its two names
@@ -39,6 +48,7 @@ REPORT_FILE = "report.html"
 METRICS_FILE = "metrics.prom"
 LOCK_FILE = "run.lock"
 FILE_HASHES = "file_hashes.json"
+RUN_MARKER = ".gpupipe-run"        # RUN/.gpupipe-run: this folder is a gpupipe run directory (`claim`)
 STAGES_DIR, LOGS_DIR, LOG_FILE, SHARDS_DIR, AUDIT_DIR = "stages", "logs", "run.log", "shards", "audit"
 REJECTS_DIR = "rejects"            # in a stage's folder: what it removed (Parquet parts; the read stage's JSONL)
 EXCHANGE_DIR = "_exchange"         # in a global stage's folder while it runs: files between its phases
@@ -263,6 +273,67 @@ class RunDirBusy(RuntimeError):
     """Another process holds the run directory."""
 
 
+class RunFault(RuntimeError):
+    """A fault that ends a run with one line (the CLI prints it, exit 1): the run directory vanished or cannot be
+    written, its lock was taken, a file it reads is damaged. Its message says what to do next."""
+
+
+class LockLost(RunFault):
+    """The run's lock file was removed or replaced while the run held it: another run may be writing."""
+
+
+# A gpupipe run directory of a version before RUN_MARKER: nothing at its top level but these names, the config among
+# them. A folder holding anything else is the user's (their data, their own stats.json and shards/).
+_RUN_NAMES = {STATS_FILE, CONFIG_FILE, REPORT_FILE, METRICS_FILE, LOCK_FILE, FILE_HASHES, STAGES_DIR, LOGS_DIR,
+              SHARDS_DIR, AUDIT_DIR, RUN_MARKER}
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def claim(output: str | os.PathLike, input_paths: list[str], input_files: list[str]) -> None:
+    """Make `output` this run's folder, or refuse (ConfigError) before anything is written: it must not be an input,
+    lie inside an input folder (a re-run would read its own outputs) or hold an input; and an existing non-empty
+    folder must be a gpupipe run directory (it holds RUN_MARKER, or is one of an older gpupipe: nothing but run
+    directory names, its config among them). A new or empty folder gets RUN_MARKER. So a run only ever deletes or
+    replaces files inside a folder a run created."""
+    shown = os.fspath(output) or "''"
+    out = os.path.realpath(output or ".")
+    for given in [*input_paths, *input_files]:
+        if storage.is_url(given) or not os.path.exists(given):
+            continue   # URLs are not local folders; globs were resolved into input_files
+        real = os.path.realpath(given)
+        if out == real:
+            raise ConfigError(f"output {shown} is the input {given}: choose a run directory of its own")
+        if os.path.isdir(real) and _inside(out, real):
+            raise ConfigError(f"output {shown} is inside the input folder {given}: a re-run would read the run's "
+                              f"own files as input; choose a run directory outside it")
+        if _inside(real, out):
+            raise ConfigError(f"output {shown} holds the input {given}: a run directory is gpupipe's to replace; "
+                              f"choose a folder of its own")
+    names = set(os.listdir(out)) if os.path.isdir(out) else set()
+    if RUN_MARKER in names:
+        return
+    if names and not (CONFIG_FILE in names and {n for n in names if not n.startswith(".")} <= _RUN_NAMES):
+        listed = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        raise ConfigError(f"output {shown} is a folder that holds files gpupipe did not write ({listed}): a run "
+                          f"writes only into a new or empty folder or a gpupipe run directory (one holding "
+                          f"{RUN_MARKER}); choose another output")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, RUN_MARKER), "w", encoding="utf-8") as f:
+        f.write("a gpupipe run directory: gpupipe run deletes and replaces files in this folder\n")
+
+
+def digest(path: str | os.PathLike) -> str:
+    """xxh3-128 of a file's bytes (hex): what a marker records of each file a stage produced."""
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while block := f.read(8 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _identity(st: os.stat_result) -> list[int]:
     # ctime and inode, not only size and mtime: `cp -p` / `rsync -a` restore the mtime of a replaced file, but
     # any write (or rename onto the path) sets a new ctime, which no user call can set back.
@@ -392,8 +463,58 @@ class RunDir(RunLayout):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
 
-    def mark_done(self, folder: Path, stats: dict[str, Any]) -> None:
-        atomic_write_text(folder / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    def mark_done(self, folder: Path, stats: dict[str, Any], also: list[Path] = ()) -> None:
+        """Write the stage's marker: its stats and `files`, {path relative to the run: [size, xxh3-128]} of every
+        file in its folder and in `also` (the shards, for the stage that wrote them), which resume checks
+        (`damage`)."""
+        files = {}
+        for top in [folder, *also]:
+            for p in sorted(top.rglob("*")):
+                if p.is_file() and p != folder / STATS_FILE:
+                    files[self.relative(p)] = [p.stat().st_size, digest(p)]
+        atomic_write_text(folder / STATS_FILE, json.dumps({**stats, "files": files}, indent=2, sort_keys=True) + "\n")
+
+    def damage(self, folder: Path, marker: dict[str, Any], checksums: bool) -> str | None:
+        """What is wrong with the files a completed stage's marker vouches for (None: nothing): a file missing, of
+        another size, a part the marker does not list, or (`checksums`) content other than recorded."""
+        files = marker.get("files")
+        if files is None:
+            return "its marker lists no files (an older gpupipe wrote it), so nothing vouches for its outputs"
+        for rel, (size, _) in sorted(files.items()):
+            try:
+                found = (self.root / rel).stat().st_size
+            except FileNotFoundError:
+                return f"{rel} is missing"
+            if found != size:
+                return f"{rel} is {found} bytes, its marker recorded {size}"
+        extra = sorted({self.relative(p) for p in part_paths(folder)} - set(files))
+        if extra:
+            return f"{extra[0]} is not one of the parts its marker lists"
+        if checksums:
+            for rel, (_, recorded) in sorted(files.items()):
+                if digest(self.root / rel) != recorded:
+                    return f"{rel} is damaged (its checksum differs from the one its marker recorded)"
+        return None
+
+    def check_lock(self, before: str) -> None:
+        """Raise a RunFault unless this run still holds the run directory: the folder is there and its lock file is
+        the one this run locked (a cleanup script that deletes it lets a second run in: the older run stops)."""
+        if not self.root.is_dir():
+            raise RunFault(f"the run directory {self.root} was removed while the run was writing it; it stopped "
+                           f"before {before}")
+        try:
+            now = os.stat(self.lock_file)
+        except FileNotFoundError:
+            now = None
+        mine = os.fstat(self._lock_fh.fileno())
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            holder = ""
+            if now is not None:
+                with contextlib.suppress(OSError):
+                    holder = f"; pid {self.lock_file.read_text(encoding='utf-8').strip() or 'unknown'} holds it now"
+            raise LockLost(f"the lock {self.lock_file} was {'removed' if now is None else 'replaced'} while this run "
+                           f"held it{holder}: this run stopped before {before}, so that two runs never write one "
+                           f"run directory; run the same command again once no other run uses it")
 
     def drop_stale(self, valid: set[str]) -> None:
         """Remove stage folders a previous run left that this run's stage list does not have."""

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gpupipe.cli import main
-from gpupipe.run.rundir import RunDir
+from gpupipe.run.rundir import RunDir, claim
 
 STAGES = [{"extract": {}}, {"normalize": {}}, {"langid": {"keep": ["en", "zh", "fr", "de", "es", "ru"]}},
           {"exact_dedup": {}}, {"tokenize": {"vocab_size": 512}}, {"pack": {"seq_len": 128}}]
@@ -57,7 +57,7 @@ def test_interrupted_rerun_with_changed_config_leaves_nothing_that_looks_complet
     old_key = json.loads(marker.read_text())["key"]
     proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(second)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    deadline = time.time() + 120
+    deadline = time.time() + 900   # bounds a hung run only: the loop waits on the marker (loaded machines are slow)
     while proc.poll() is None and time.time() < deadline:
         if marker.is_file() and json.loads(marker.read_text())["key"] != old_key:
             break
@@ -145,7 +145,8 @@ def test_file_hashes_follow_content_and_are_cached(tmp_path):
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from gpupipe.run.rundir import RunDir
+    from gpupipe.run.rundir import RunDir, claim
+    claim(sys.argv[1], [], [])   # as a run does: the folder is a run directory
     run = RunDir(sys.argv[1])
     run.lock()
     print("locked", flush=True)
@@ -240,7 +241,7 @@ def test_interrupt_ends_in_a_message_and_resumes(tmp_path, synth_crawl, sig):
     proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     marker = run / "stages" / "01-extract" / "stats.json"
-    deadline = time.time() + 120
+    deadline = time.time() + 900   # bounds a hung run only: the loop waits on the marker (loaded machines are slow)
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(sig)
@@ -255,7 +256,7 @@ def test_interrupt_ends_in_a_message_and_resumes(tmp_path, synth_crawl, sig):
 
 def test_report_failure_is_a_warning_not_silence(tmp_path, synth_crawl, capsys):
     run = tmp_path / "run"
-    run.mkdir()
+    claim(run, [], [])   # a run directory (a run writes into no other folder)
     (run / "audit").write_text("a file where the report's audit folder goes")
     cfg = write_cfg(tmp_path / "c.yaml", input={"path": synth_crawl["warc"]}, output=str(run), device="cpu",
                     stages=STAGES[:2])
