@@ -10,9 +10,12 @@ candidate documents: one Arrow (RE2) pass over the whole column finds the docume
 (each type's `prefilter` is a superset of its regex), and per type another pass over just those, so most text never
 reaches Python's `re`.
 
-Types keep the spec's names (`phone_us` covers North-American and any `+country` number) plus `ipv6`.
-Placeholders: [EMAIL_REDACTED], [PHONE_REDACTED], [ID_REDACTED], [CARD_REDACTED], [IP_REDACTED]
-(the spec's `[{TYPE}_REDACTED]` spelling is one `placeholders:` override away).
+Types keep the spec's names (`phone_us` covers North-American and any `+country` number) plus `ipv6` and `ssn`
+(seed 001 §2.3.5: US Social Security Numbers, AAA-GG-SSSS with dashes, area not 000/666/9xx, group not 00, serial
+not 0000; a bare 9-digit run is any number). Placeholders: [EMAIL_REDACTED], [PHONE_REDACTED], [ID_REDACTED],
+[CARD_REDACTED], [IP_REDACTED], [SSN_REDACTED]; `placeholder_names: seed` gives seed 002's `[{TYPE}_REDACTED]`
+spelling ([PHONE_CN_REDACTED], [ID_CARD_CN_REDACTED], [CREDIT_CARD_REDACTED], [IP_ADDRESS_REDACTED] for both IP
+types, ...); `placeholders:` overrides either per type.
 
 Overlaps: types run one after another in the fixed order of PII_TYPES, each on the text the earlier ones left, so
 an earlier type wins any overlap. The order is most specific first, and longer before shorter: e-mail (its local
@@ -45,7 +48,7 @@ from pydantic import Field, field_validator
 from gpupipe.config_base import Strict
 from gpupipe.stages.base import MapStage
 
-PiiTypeName = Literal["email", "ipv6", "ip_address", "id_card_cn", "credit_card", "phone_us", "phone_cn"]
+PiiTypeName = Literal["email", "ipv6", "ip_address", "id_card_cn", "credit_card", "ssn", "phone_us", "phone_cn"]
 
 # ---------------------------------------------------------------------------- boundaries
 # ASCII only, written out: Python's \w also matches Han characters, and "电话13812345678" must still match.
@@ -91,6 +94,11 @@ _CARD = _compile(rf"""
       | \d{{4}} (?P<s>[ \-]) \d{{4}} (?P=s) \d{{4}} (?P=s) \d{{1,4}} (?:(?P=s)\d{{1,3}})?
       | \d{{4}} (?P<t>[ \-]) \d{{6}} (?P=t) \d{{4,5}} )
     {_R}{_NUM_R}
+""")
+
+# US Social Security Number: 3-2-4 digits joined by dashes (the printed form); ssn_valid rules out unassigned areas.
+_SSN = _compile(rf"""
+    {_L}{_NUM_L} \d{{3}} - \d{{2}} - \d{{4}} {_R}{_NUM_R}
 """)
 
 # International: "+" country code, then groups each after one separator ("(0)" / "(415)" may stand alone), or
@@ -155,6 +163,12 @@ def card_valid(s: str) -> bool:
             and luhn_valid(digits))
 
 
+def ssn_valid(s: str) -> bool:
+    """Never issued: area 000, 666 or 900-999; group 00; serial 0000 (SSA's rules)."""
+    area, group, serial = s.split("-")
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
 def phone_valid(s: str) -> bool:
     """E.164 allows at most 15 digits; fewer than 8 with a country code is a score or a short code, not a phone."""
     if not s.startswith("+"):
@@ -189,10 +203,13 @@ PII_TYPES: tuple[PiiType, ...] = (
     PiiType("ip_address", "[IP_REDACTED]", r"\d\.\d{1,3}\.\d{1,3}\.\d", _IPV4),
     PiiType("id_card_cn", "[ID_REDACTED]", r"\d{17}[\dXx]", _CN_ID, cn_id_valid),
     PiiType("credit_card", "[CARD_REDACTED]", r"\d{4}[ \-]?\d{4}", _CARD, card_valid),
+    PiiType("ssn", "[SSN_REDACTED]", r"\d{3}-\d{2}-\d{4}", _SSN, ssn_valid),
     PiiType("phone_us", "[PHONE_REDACTED]", r"\+\d|\d{3}[.\-]\d{4}", _PHONE_US, phone_valid),
     PiiType("phone_cn", "[PHONE_REDACTED]", r"1[3-9]\d[ \-]?\d{4}", _PHONE_CN),
 )
 PII_BY_NAME = {t.name: t for t in PII_TYPES}
+# seed 002's redact_pii: f"[{pii_type.upper()}_REDACTED]"; IPv6, not a seed type, is an IP address there too
+SEED_PLACEHOLDERS = {t.name: f"[{t.name.upper()}_REDACTED]" for t in PII_TYPES} | {"ipv6": "[IP_ADDRESS_REDACTED]"}
 
 
 def redact_one(text: str, kind: PiiType, placeholder: str | None = None) -> tuple[str, int]:
@@ -230,6 +247,8 @@ class PiiConfig(Strict):
     types: list[PiiTypeName] = Field(default_factory=lambda: [t.name for t in PII_TYPES],
                                      description="types to redact; they always run in the fixed order of PII_TYPES")
     placeholders: dict[PiiTypeName, str] = Field(default_factory=dict, description="per-type placeholder overrides")
+    # gpupipe's short placeholders ([PHONE_REDACTED]) or seed 002's ([PHONE_CN_REDACTED], [ID_CARD_CN_REDACTED], ...)
+    placeholder_names: Literal["gpupipe", "seed"] = "gpupipe"
     drop_if_more_than: int | None = Field(default=None, ge=0,
                                           description="drop a document with more PII hits than this (pii_excess)")
 
@@ -264,9 +283,14 @@ class PiiRedactor(MapStage):
         hits = {t.name: rows[_matches(arr, t.prefilter)] for t in types} if len(rows) else {}
         for t in types:                               # type-major: PII_TYPES order within each document
             for i in hits.get(t.name, ()):
-                texts[i], counts[t.name][i] = redact_one(texts[i], t, self.config.placeholders.get(t.name))
+                texts[i], counts[t.name][i] = redact_one(texts[i], t, self._placeholder(t.name))
         out = df.assign(text=pd.Series(texts, index=df.index, dtype=df["text"].dtype))
         return out.assign(**{f"pii_{name}": c for name, c in counts.items()})
+
+    def _placeholder(self, name: str) -> str | None:
+        """The configured override, else seed 002's name with `placeholder_names: seed`, else the type's own."""
+        seed = SEED_PLACEHOLDERS[name] if self.config.placeholder_names == "seed" else None
+        return self.config.placeholders.get(name) or seed
 
     def _total(self, df: pd.DataFrame) -> np.ndarray:
         cols = [f"pii_{t.name}" for t in self._types]
@@ -284,5 +308,5 @@ class PiiRedactor(MapStage):
         return stats
 
 
-__all__ = ["PII_TYPES", "PiiConfig", "PiiRedactor", "PiiType", "card_valid", "cn_id_valid", "ipv6_valid",
-           "luhn_valid", "phone_valid", "redact_text"]
+__all__ = ["PII_TYPES", "PiiConfig", "PiiRedactor", "PiiType", "SEED_PLACEHOLDERS", "card_valid", "cn_id_valid",
+           "ipv6_valid", "luhn_valid", "phone_valid", "redact_text", "ssn_valid"]

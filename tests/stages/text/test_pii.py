@@ -125,7 +125,7 @@ def test_types_and_placeholders_are_configurable():
     assert red(text, types=["phone_cn"]) == f"jane@example.com {PHONE}"
     assert red(text, placeholders={"phone_cn": "[PHONE_CN_REDACTED]"}) == f"{EMAIL} [PHONE_CN_REDACTED]"
     with pytest.raises(ValidationError):
-        PiiConfig(types=["ssn"])
+        PiiConfig(types=["passport"])
     with pytest.raises(ValidationError):
         PiiConfig(drop_if_more_than=-1)
     with pytest.raises(ValidationError):
