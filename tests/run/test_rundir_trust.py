@@ -336,3 +336,49 @@ def test_disk_full_while_the_views_are_written_says_what_is_missing(tmp_path, mo
     said = " ".join(result.get("warnings", []))
     assert "report.html" in said and "missing" in said and "gpupipe report" in said, said
     assert (run / "stages" / "02-exact_dedup" / "stats.json").is_file()
+
+
+def test_a_lost_dask_scheduler_ends_in_one_line(tmp_path):
+    """A real scheduler and worker (`dask scheduler`, `dask worker` on 127.0.0.1), the scheduler killed as
+    exact_dedup starts: the run stops with an error the CLI says in one line with the command that resumes it."""
+    import socket
+
+    from distributed import Client
+
+    from gpupipe.cli import describe_fault
+    from gpupipe.config import load_config
+    from gpupipe.run.pipeline import run_pipeline
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dask = str(Path(sys.executable).parent / "dask")
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    sched = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                             **quiet)
+    worker = subprocess.Popen([dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                              **quiet)
+    try:
+        with Client(address, timeout=120) as client:
+            client.wait_for_workers(1, timeout=120)
+        docs = write_docs(tmp_path / "docs.jsonl")
+        cfg_path = write_cfg(tmp_path / "c.yaml", input={"path": str(docs)}, output=str(tmp_path / "run"),
+                             executor={"kind": "dask", "scheduler_address": address, "partition_docs": 20})
+
+        def kill_at(name, total, *size):
+            if name.startswith("exact_dedup"):
+                sched.kill()
+                sched.wait()
+        with pytest.raises(Exception) as e:
+            run_pipeline(load_config(str(cfg_path)), kill_at)
+        said = describe_fault(e.value, ["run", str(cfg_path)])
+        assert said is not None, repr(e.value)
+        line, code = said
+        assert code == 1 and "Dask scheduler" in line and f"gpupipe run {cfg_path}" in line and "\n" not in line
+    finally:
+        for p in (sched, worker):
+            p.kill()
+            p.wait()
+    assert main(["run", str(cfg_path), "--executor", "local"]) == 0   # resumed after the last completed stage
+    assert resumed(tmp_path / "run") == [True, True, False, False, False]
