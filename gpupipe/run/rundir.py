@@ -341,10 +341,13 @@ def _identity(st: os.stat_result) -> list[int]:
 
 
 def input_fingerprint(files: list[str]) -> list[list[Any]]:
-    """Path and identity (size, mtime, ctime, inode) of each input: cheap, and changes whenever it is rewritten. A URL:
-    itself, its size and the store's version of it (ETag or modification time, `io/storage.identity`)."""
-    return [[f, *storage.identity(f)] if storage.is_url(f) else [os.path.abspath(f), *_identity(os.stat(f))]
-            for f in files]
+    """Path and identity (size, mtime, ctime, inode) of each input: cheap, and changes whenever it is rewritten; a
+    folder input (HTML or Markdown pages) by the identity of every file in it (a page rewritten in place changes no
+    folder's mtime). A URL: itself, its size and the store's version of it (ETag or modification time,
+    `io/storage.identity`)."""
+    return [[f, *storage.identity(f)] if storage.is_url(f)
+            else [os.path.abspath(f), _tree_identity(Path(f))] if os.path.isdir(f)
+            else [os.path.abspath(f), *_identity(os.stat(f))] for f in files]
 
 
 def stage_key(fingerprint: list, partitioning: tuple[int, int], stage_items: list[dict[str, Any]], seed: int,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -382,3 +383,20 @@ def test_a_lost_dask_scheduler_ends_in_one_line(tmp_path):
             p.wait()
     assert main(["run", str(cfg_path), "--executor", "local"]) == 0   # resumed after the last completed stage
     assert resumed(tmp_path / "run") == [True, True, False, False, False]
+
+
+def test_an_html_page_rewritten_in_place_is_read_again(tmp_path):
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for i in range(3):
+        (pages / f"p{i}.html").write_text(f"<html><body><article><p>{'A real paragraph of page text. ' * 20}"
+                                          f"page {i}</p></article></body></html>", encoding="utf-8")
+    cfg = write_cfg(tmp_path / "c.yaml", input={"path": str(pages)}, output=str(tmp_path / "run"),
+                    stages=[{"extract": {}}, {"normalize": {}}])
+    assert main(["run", str(cfg)]) == 0
+    assert main(["run", str(cfg)]) == 0 and all(resumed(tmp_path / "run"))
+    page = pages / "p1.html"
+    page.write_text(page.read_text(encoding="utf-8").replace("page 1", "page X"), encoding="utf-8")  # same name, size
+    assert main(["run", str(cfg)]) == 0 and not any(resumed(tmp_path / "run"))
+    parts = sorted((tmp_path / "run" / "stages" / "02-normalize").glob("part-*.parquet"))
+    assert pd.concat(pd.read_parquet(p) for p in parts)["text"].str.contains("page X").any()
