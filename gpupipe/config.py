@@ -11,13 +11,16 @@ import logging
 import os
 import json
 import re
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from gpupipe.config_base import FILE_REF, ConfigError, Strict, _names_file, format_error, parse_size
+from gpupipe.config_base import (FILE_REF, ConfigError, Strict, _names_file, format_error, parse_size,
+                                 read_yaml_file)
 from gpupipe.config_convert import from_template, is_template
 from gpupipe.io import storage
 from gpupipe.stages import STAGES, build_stage_configs
@@ -43,6 +46,7 @@ class GpuClusterConfig(Strict):
 DEFAULT_PARTITION_BYTES = {"cpu": 128 * 2**20, "gpu": 512 * 2**20}
 MIN_PARTITION_BYTES = 4 * 2**20   # smaller parts cost more in tasks and Parquet round trips than they spread
 POOL_MIN_BYTES = 64 * 2**20      # workers: auto on a smaller input (file sizes, compressed as stored) runs in-process
+MAX_WORKERS = 4096               # worker processes one machine can start; a larger count is a typo, refused
 
 
 def available_cores() -> int:
@@ -59,9 +63,11 @@ class ExecutorConfig(Strict):
                                            "(1: in this process); dask, the LocalCluster's. auto: one per core")
     partition_bytes: int | None = Field(None, ge=1, description="text (HTML) bytes per partition written by the "
                                         "read stage; None: 128 MiB on the CPU, 512 MiB on the GPU")
-    partition_docs: int = Field(1_000_000, ge=1, description="upper bound on documents per partition")
+    # at most 2^40, the records one input file may hold (40 bits of doc_index, stages/read.py RECORD_BITS)
+    partition_docs: int = Field(1_000_000, ge=1, le=1 << 40, description="upper bound on documents per partition")
     scheduler_address: str | None = None
-    shuffle_buckets: int = Field(8, ge=1, description="buckets of the key exchange in global stages")
+    shuffle_buckets: int = Field(8, ge=1, le=1 << 16, description="buckets of the key exchange in global stages "
+                                 "(a file per bucket and partition: at most 65536)")
     gpu: GpuClusterConfig = GpuClusterConfig()
 
     @field_validator("partition_bytes", mode="before")
@@ -72,8 +78,8 @@ class ExecutorConfig(Strict):
     @field_validator("workers")
     @classmethod
     def _workers(cls, v: Any) -> Any:
-        if v != "auto" and v < 1:
-            raise ValueError("workers must be at least 1, or auto")
+        if v != "auto" and not 1 <= v <= MAX_WORKERS:
+            raise ValueError(f"workers must be 1 to {MAX_WORKERS} (processes on one machine), or auto")
         return v
 
     def worker_count(self, input_bytes: int | None = None) -> int:
@@ -137,10 +143,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = read_yaml_file(path)   # UTF-8/16/32; duplicate keys and alias bombs refused (config_base)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys (input, output, stages, ...)")
     template = is_template(raw)
@@ -157,6 +160,26 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     if template and "input" not in raw:
         raise ConfigError(f"{path}: seed 002's template names no input: give `--input FILES` (or add input.path)")
     return validate_config(raw, str(path))
+
+
+def check_scheduler(address: str, where: str, timeout: float = 5.0) -> None:
+    """A Dask scheduler's TCP address must accept a connection (within `timeout` s) before any work: a closed port
+    is one line now, not a traceback after the client's own 30 s. Other protocols (ucx, inproc) are left to Dask."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls"):
+        return
+    at = f"{where}: key 'executor.scheduler_address': {address}"
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as e:   # a port that is not a number, or out of range
+        raise ConfigError(f"{at}: {e}") from None
+    if not host or not port:
+        raise ConfigError(f"{at}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"{at}: no Dask scheduler answers there ({e.strerror or type(e).__name__}); start it, "
+                          f"or leave the address out for a local cluster") from None
 
 
 def validate_config(raw: dict[str, Any], where: str = "<config>") -> RunConfig:
@@ -178,6 +201,8 @@ def validate_config(raw: dict[str, Any], where: str = "<config>") -> RunConfig:
         if not storage.glob(p):
             raise ConfigError(f"{where}: key 'input.path': input pattern matched nothing: {p}")
     _check_output(cfg.output, where)
+    if cfg.executor.kind == "dask" and cfg.executor.scheduler_address:
+        check_scheduler(cfg.executor.scheduler_address, where)
     return cfg
 
 

@@ -5,6 +5,9 @@ stations import this).
 `Strict` models refuse unknown keys; `Fraction` is a value in [0, 1]; `FileRef` names a file that must exist when
 the config is validated and whose content enters the resume key; `KeyProblem` blames one key from a model
 validator; `format_error` turns pydantic's errors into one line per problem, naming the file and the dotted key.
+`read_yaml_file` reads a config file: UTF-8, or UTF-16/32 (a BOM, or the NULs of its first characters); YAML parsed
+with duplicate keys refused (YAML says keys are unique; PyYAML keeps the last one silently) and aliases expanded to
+at most MAX_YAML_NODES nodes ("billion laughs": a few lines that expand to 10^9 nodes), recursive ones refused.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Iterator
 
+import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
@@ -229,3 +233,85 @@ def format_error(err: ValidationError, where: str, prefix: str = "") -> str:
     for i, at, messages, value in merged.values():
         lines[i] = f"{at}: {'; or '.join(messages)} (got {value!r})"
     return "\n".join(lines)
+
+
+MAX_CONFIG_BYTES = 16 << 20   # a run config is a few KB; a larger file is not one
+MAX_YAML_NODES = 100_000      # after alias expansion: the largest real config has a few thousand
+
+
+def read_yaml_file(path: str | Path) -> Any:
+    """A config file's YAML as Python values (ConfigError, naming the file, for what is wrong with it)."""
+    return parse_yaml(read_config_text(Path(path)), str(path))
+
+
+def read_config_text(path: Path) -> str:
+    """A config file's text: UTF-8 (a BOM allowed), or UTF-16/32 found by its BOM or NUL pattern."""
+    from gpupipe.io.records import text_encoding
+
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {size} bytes: too large for a config file (at most {MAX_CONFIG_BYTES})")
+    data = path.read_bytes()
+    encoding = text_encoding(data[:4])
+    try:
+        return data.decode("utf-8-sig" if encoding == "utf-8" else encoding)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid {encoding.upper()} text ({e.reason} at byte {e.start}); save it "
+                          f"as UTF-8") from None
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text → Python values, refusing duplicate keys and aliases that expand past MAX_YAML_NODES nodes. The
+    document is composed into nodes first (an alias is a shared node there, so this is cheap), checked, and only
+    then constructed."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, where)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}: not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _check_nodes(root: yaml.Node, where: str) -> None:
+    """Count the nodes `root` expands to (an alias counts its target's nodes each time it is used), refusing past
+    MAX_YAML_NODES; refuse a duplicate key of a mapping (named, with its two lines) and a recursive alias."""
+    sizes: dict[int, int] = {}   # id(node) → nodes it expands to (each node counted once: aliases make a graph)
+    active: set[int] = set()     # nodes being counted: one reached again through itself is a cycle
+
+    def size(node: yaml.Node, at: str) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in active:
+            raise ConfigError(f"{where}: key '{at}': a recursive YAML alias (a value that contains itself)")
+        active.add(id(node))
+        n = 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[tuple[str, str], int] = {}
+            for k, v in node.value:
+                plain = isinstance(k, yaml.ScalarNode)
+                key = f"{at}.{k.value if plain else '?'}" if at else str(k.value if plain else "?")
+                if plain and k.tag != _MERGE:
+                    line = k.start_mark.line + 1
+                    if (k.tag, k.value) in seen:
+                        raise ConfigError(f"{where}: key '{key}' is given twice (lines {seen[k.tag, k.value]} and "
+                                          f"{line}); YAML keys must be unique")
+                    seen[k.tag, k.value] = line
+                n += size(k, key) + size(v, key)
+        elif isinstance(node, yaml.SequenceNode):
+            n += sum(size(v, f"{at}.{i}" if at else str(i)) for i, v in enumerate(node.value))
+        active.discard(id(node))
+        sizes[id(node)] = n
+        if n > MAX_YAML_NODES:
+            raise ConfigError(f"{where}: key '{at or '(top level)'}' expands through YAML aliases to more than "
+                              f"{MAX_YAML_NODES} values; no config is that large")
+        return n
+
+    size(root, "")

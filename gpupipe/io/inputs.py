@@ -2,17 +2,26 @@
 the read stage reads, one after another. A folder is read file by file, each by its own format: its HTML pages (or,
 in a folder of only Markdown, its .md files) as one html_dir (markdown_dir) input, each data file (.jsonl,
 .parquet, .warc.gz, ...) as an input of its own, and every other file as UNSUPPORTED (one rejection naming it).
-Hidden entries are skipped and listed. Every problem is a ConfigError, found before any work."""
+Hidden entries are skipped and listed. Only regular files are read: a folder's (or a glob's) FIFOs, sockets, devices,
+dangling symlinks, symlink loops and names that are not UTF-8 are listed in `unreadable` (the read stage counts each
+as a `not_regular_file` rejection); a path named in the config that is one of these is a ConfigError. Every problem
+is a ConfigError, found before any work.
+
+`input_fingerprint` is the one place an input's resume key is computed: a file by its identity, a folder by the
+identity of every entry under it, so a page rewritten in place under the same name changes the key."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpupipe.config_base import ConfigError
 from gpupipe.io import storage
-from gpupipe.io.records import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, detect_format, file_format, folder_format,
-                                walk_files)
+from gpupipe.io.records import (HTML_SUFFIXES, MARKDOWN_SUFFIXES, detect_format, entry_problem, file_format,
+                                folder_format, printable_path, walk_files)
 
 UNSUPPORTED = "unsupported"  # the "format" of a folder's file that no reader takes: read as one rejection
 FOLDER_FORMATS = ("html_dir", "markdown_dir")
@@ -24,6 +33,9 @@ class Inputs:
     files: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)  # hidden entries of input folders, skipped
+    # (path, what it is) of the entries of input folders and globs that are not regular files: never opened,
+    # each counted as one not_regular_file rejection; the path printable (undecodable bytes escaped)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def resolve_inputs(paths: list[str], fmt: str = "auto") -> Inputs:
@@ -31,8 +43,13 @@ def resolve_inputs(paths: list[str], fmt: str = "auto") -> Inputs:
     out = Inputs()
     seen: set[tuple[str, str]] = set()
     for path in expand_inputs(paths):
-        inputs, hidden = resolve_input(path, fmt)
-        if not inputs:
+        if path not in paths and not storage.is_url(path) and (problem := entry_problem(path)) \
+                and problem != "a folder":   # a glob's match that is no file: counted, as in a folder
+            out.unreadable.append((printable_path(path), problem))
+            continue
+        inputs, hidden, unreadable = resolve_input(path, fmt)
+        out.unreadable += unreadable
+        if not inputs and not unreadable:
             raise ConfigError(f"input folder {path} holds no files to read"
                               + (f" ({len(hidden)} hidden entries skipped)" if hidden else ""))
         for f, f_fmt in inputs:
@@ -63,14 +80,17 @@ def is_pattern(p: str) -> bool:
     return any(ch in p for ch in "*?[") and storage.protocol(p) not in ("http", "https")
 
 
-def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """The (file or folder, format) inputs that one configured path stands for, and the hidden entries skipped."""
+def resolve_input(path: str, fmt: str) -> tuple[list[tuple[str, str]], list[str], list[tuple[str, str]]]:
+    """The (file or folder, format) inputs that one configured path stands for, the hidden entries skipped and
+    the unreadable entries (path, what it is) of a folder."""
     if storage.is_url(path):
-        return _resolve_url(path, fmt), []
+        return _resolve_url(path, fmt), [], []
     if not os.path.exists(path):
         raise ConfigError(f"input not found: {path}")
     if not os.path.isdir(path):
-        return [(path, fmt if fmt != "auto" else _file_format(path))], []
+        if problem := entry_problem(path):
+            raise ConfigError(f"input {printable_path(path)} is {problem}, not a regular file")
+        return [(path, fmt if fmt != "auto" else _file_format(path))], [], []
     if fmt not in ("auto",) + FOLDER_FORMATS:
         raise ConfigError(f"input {path} is a folder, but format {fmt!r} reads a file: name the files "
                           f"(a glob such as {os.path.join(path, '*')}) or use format auto")
@@ -102,17 +122,53 @@ def _file_format(path: str) -> str:
         raise ConfigError(f"{e}; or set input.format") from None
 
 
-def folder_inputs(root: str, fmt: str = "auto") -> tuple[list[tuple[str, str]], list[str]]:
-    """A folder's inputs: its pages as one folder input, each data file on its own, the rest UNSUPPORTED."""
+def folder_inputs(root: str, fmt: str = "auto") -> tuple[list[tuple[str, str]], list[str], list[tuple[str, str]]]:
+    """A folder's inputs: its pages as one folder input, each data file on its own, the rest UNSUPPORTED; its
+    hidden entries; its entries that are not regular files (pages among them are the page reader's to count)."""
     files, hidden = walk_files(root)
     low = [f.lower() for f in files]
     fmt = folder_format(files) if fmt == "auto" else fmt
     pages = HTML_SUFFIXES if fmt == "html_dir" else MARKDOWN_SUFFIXES
     inputs = [(root, fmt)] if any(n.endswith(pages) for n in low) else []
-    inputs += [(os.path.join(root, rel), file_format(rel) or UNSUPPORTED)
-               for rel, n in zip(files, low) if not n.endswith(pages)]
-    return inputs, [os.path.join(root, h) for h in hidden]
+    unreadable = []
+    for rel, n in zip(files, low):
+        if n.endswith(pages):
+            continue
+        path = os.path.join(root, rel)
+        if problem := entry_problem(path):
+            unreadable.append((printable_path(path), problem))
+        else:
+            inputs.append((path, file_format(rel) or UNSUPPORTED))
+    return inputs, [printable_path(os.path.join(root, h)) for h in hidden], unreadable
 
 
-__all__ = ["FOLDER_FORMATS", "Inputs", "UNSUPPORTED", "expand_inputs", "folder_inputs", "is_pattern", "resolve_input",
-           "resolve_inputs"]
+def input_fingerprint(files: list[str]) -> list[list[Any]]:
+    """What an input's resume key depends on, per input: a file's path and identity (size, mtime, ctime, inode:
+    cheap, and any rewrite changes it; `cp -p`/`rsync -a` restore the mtime, but not the ctime); a folder's path
+    and a digest of the relative name and identity of every entry under it (a page rewritten in place under the
+    same name changes it; so does one added, removed or renamed); a URL, itself, its size and the store's version.
+    Entries that cannot be followed (dangling symlinks, loops) enter by their own link's identity."""
+    out = []
+    for f in files:
+        if storage.is_url(f):
+            out.append([f, *storage.identity(f)])
+        elif os.path.isdir(f):
+            h = hashlib.sha256()
+            for rel in walk_files(f)[0]:
+                h.update(json.dumps([printable_path(rel), _identity(os.path.join(f, rel))]).encode())
+            out.append([os.path.abspath(f), "folder", h.hexdigest()])
+        else:
+            out.append([os.path.abspath(f), *_identity(f)])
+    return out
+
+
+def _identity(path: str) -> list[int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = os.lstat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+__all__ = ["FOLDER_FORMATS", "Inputs", "UNSUPPORTED", "expand_inputs", "folder_inputs", "input_fingerprint",
+           "is_pattern", "resolve_input", "resolve_inputs"]

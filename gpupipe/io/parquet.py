@@ -2,7 +2,8 @@
 
 Row groups are read one at a time so a corrupt one costs only its own rows: each of its
 rows not yet yielded becomes an ``unreadable_record`` (the count comes from the footer
-metadata), and reading continues with the next row group.
+metadata), and reading continues with the next row group. A text over ``max_doc_bytes`` is a ``doc_too_large``
+rejection (Parquet stores a value whole, so a batch holds it while it is read: the bound is on what goes on).
 """
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import os
 from typing import Iterator
 
 from .storage import file_size, is_url
-from .records import (IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
+from .records import (MAX_DOC_BYTES, IdAllocator, Item, Rejected, ReaderError, missing_text_detail, open_binary, own_id,
                       text_document)
 
 BATCH_ROWS = 4096  # bounds memory: a batch of long documents can be large
 
 
-def iter_parquet(path, text_field: str = "text") -> Iterator[Item]:
+def iter_parquet(path, text_field: str = "text", max_doc_bytes: int = MAX_DOC_BYTES) -> Iterator[Item]:
     """Yield a document dict or Rejected for every row of a Parquet file."""
     import pyarrow.parquet as pq
 
@@ -36,7 +37,7 @@ def iter_parquet(path, text_field: str = "text") -> Iterator[Item]:
         f = None
     if text_field not in pf.schema_arrow.names:
         return _closing(_no_text_column(pf, os.fspath(path), text_field), f)
-    return _closing(_items(pf, os.fspath(path), text_field), f)
+    return _closing(_items(pf, os.fspath(path), text_field, max_doc_bytes), f)
 
 
 def _closing(items: Iterator[Item], f) -> Iterator[Item]:
@@ -55,7 +56,7 @@ def _no_text_column(pf, path: str, text_field: str) -> Iterator[Rejected]:
             yield Rejected("missing_text", f"{path} row {row}: {detail}", row)
 
 
-def _items(pf, path: str, text_field: str) -> Iterator[Item]:
+def _items(pf, path: str, text_field: str, limit: int) -> Iterator[Item]:
     ids, name, row = IdAllocator(), os.path.basename(path), 0
     with pf:
         for rg in range(pf.metadata.num_row_groups):
@@ -72,7 +73,7 @@ def _items(pf, path: str, text_field: str) -> Iterator[Item]:
                 if rows is None:
                     break
                 for record in rows:
-                    yield _item(record, row + done, path, name, ids, text_field)
+                    yield _item(record, row + done, path, name, ids, text_field, limit)
                     done += 1
             row += max(done, expected)
 
@@ -88,7 +89,8 @@ def _lost_rows(path: str, rg: int, first_row: int, count: int, err: Exception) -
         yield Rejected("unreadable_record", f"{path} row {first_row + k}: {detail}", first_row + k)
 
 
-def _item(record: dict, row: int, path: str, name: str, ids: IdAllocator, text_field: str) -> Item:
+def _item(record: dict, row: int, path: str, name: str, ids: IdAllocator, text_field: str,
+          limit: int = MAX_DOC_BYTES) -> Item:
     text = record.get(text_field)
     if isinstance(text, (bytes, bytearray)):  # a binary text column
         try:
@@ -98,5 +100,8 @@ def _item(record: dict, row: int, path: str, name: str, ids: IdAllocator, text_f
                                             f"(byte {e.start})", row)
     if not isinstance(text, str) or not text.strip():
         return Rejected("missing_text", f"{path} row {row}: {missing_text_detail(text, text_field, record)}", row)
+    if len(text) * 4 > limit and (size := len(text.encode("utf-8", "surrogatepass"))) > limit:
+        return Rejected("doc_too_large", f"{path} row {row}: text of {size} bytes, more than max_doc_bytes ({limit})",
+                        row)
     rid = ids.claim(own_id(record.get("id")), f"{name}:{row}")
     return text_document(record, text, rid, text_field)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .records import FORMATS, Item, detect_format
+from .records import FORMATS, MAX_DOC_BYTES, Item, detect_format
 
 
-def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[Item]:
-    """Yield one document dict or Rejected per input record of ``path``.
+def iter_records(path, fmt: str = "auto", text_field: str = "text", max_doc_bytes: int = MAX_DOC_BYTES
+                 ) -> Iterator[Item]:
+    """Yield one document dict or Rejected per input record of ``path``; a document larger than ``max_doc_bytes``
+    is a ``doc_too_large`` rejection, found without holding it whole (WARC: its own MAX_BLOCK, the same 64 MiB).
 
     The file is opened eagerly, so a missing or unopenable input raises ReaderError here,
     not at the first ``next()``.
@@ -29,14 +31,14 @@ def iter_records(path, fmt: str = "auto", text_field: str = "text") -> Iterator[
         return iter_warc(path)
     if fmt == "jsonl":
         from .jsonl import iter_jsonl
-        return iter_jsonl(path, text_field=text_field)
+        return iter_jsonl(path, text_field=text_field, max_doc_bytes=max_doc_bytes)
     if fmt == "parquet":
         from .parquet import iter_parquet
-        return iter_parquet(path, text_field=text_field)
+        return iter_parquet(path, text_field=text_field, max_doc_bytes=max_doc_bytes)
     if fmt == "html_dir":
         from .html_dir import iter_html_dir
-        return iter_html_dir(path)
+        return iter_html_dir(path, max_doc_bytes=max_doc_bytes)
     if fmt == "markdown_dir":
         from .markdown_dir import iter_markdown_dir
-        return iter_markdown_dir(path)
+        return iter_markdown_dir(path, max_doc_bytes=max_doc_bytes)
     raise ValueError(f"unknown input format {fmt!r}; expected 'auto' or one of {FORMATS}")

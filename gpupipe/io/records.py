@@ -4,8 +4,11 @@ every format module shares (ids, opening, the missing-text detail). The format m
 html_dir, markdown_dir) import this; `readers.iter_records` picks one of them."""
 from __future__ import annotations
 
+import codecs
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Union
 
@@ -24,7 +27,18 @@ REASONS = (
     # A file in an input folder that no reader takes (.txt, .pdf, README, ...): one per file, named in the detail,
     # so a folder's stray files are counted instead of silently skipped.
     "unsupported_file",
+    # An entry of an input folder (or a named input) that is not a regular file: a FIFO, socket or device, a
+    # dangling symlink or a symlink loop, or a name that is not valid UTF-8 (it could not be named in the
+    # outputs). Counted, never opened: a FIFO would block and /dev/zero never ends.
+    "not_regular_file",
+    # A document larger than `input.max_doc_bytes`: skipped while streaming, never held in memory whole.
+    "doc_too_large",
 )
+
+# `input.max_doc_bytes`' default: a document (a JSONL line, a page, a Markdown file, decompressed) larger than this
+# is a `doc_too_large` rejection, found while streaming and never held whole; a reader holds at most about this
+# much of one document (plus a read chunk), so the read stage's memory is bounded by the config, not the input.
+MAX_DOC_BYTES = 64 << 20
 
 HTML_SUFFIXES = (".html", ".htm", ".html.gz")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -98,6 +112,9 @@ def walk_files(root) -> tuple[list[str], list[str]]:
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         prefix = "" if rel_dir == "." else rel_dir + "/"
         hidden += [prefix + d + "/" for d in dirnames if d.startswith(".")]
+        # a symlink to a folder is not entered (os.walk's default: no loops): listed as a file, so the read stage
+        # counts it (records.entry_problem) instead of dropping it unseen
+        files += [prefix + d for d in dirnames if not d.startswith(".") and os.path.islink(os.path.join(dirpath, d))]
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for fn in filenames:
             (hidden if fn.startswith(".") else files).append(prefix + fn)
@@ -119,13 +136,84 @@ def unsupported_detail(path) -> str:
 
 
 
+_UTF32 = {codecs.BOM_UTF32_LE: "utf-32", codecs.BOM_UTF32_BE: "utf-32"}
+_UTF16 = {codecs.BOM_UTF16_LE: "utf-16", codecs.BOM_UTF16_BE: "utf-16"}
+
+
+def text_encoding(head: bytes) -> str:
+    """'utf-8', 'utf-16', 'utf-16-le', ... for a JSON (or YAML) text starting with `head` (4 bytes or more): its BOM, else
+    the NULs around its first character (RFC 4627, section 3: JSON's first two characters are ASCII)."""
+    if head[:4] in _UTF32:   # before UTF-16: UTF-32-LE's BOM starts with UTF-16-LE's
+        return "utf-32"
+    if head[:2] in _UTF16:
+        return "utf-16"
+    if len(head) >= 4 and head[0] and not any(head[1:4]):
+        return "utf-32-le"
+    if len(head) >= 4 and not any(head[:3]) and head[3]:
+        return "utf-32-be"
+    if len(head) >= 2 and head[0] and not head[1]:
+        return "utf-16-le"
+    if len(head) >= 2 and not head[0] and head[1]:
+        return "utf-16-be"
+    return "utf-8"
+
+
 def open_binary(path):
     """open(path, 'rb') (a URL: streamed by ranged reads, io/storage.py), turning any OS error into a ReaderError
-    that names the file."""
+    that names the file. A local path must be a regular file (`open_regular`)."""
     try:
-        return storage.open_input(path)
+        return storage.open_input(path) if storage.is_url(path) else open_regular(path)
     except OSError as e:
         raise ReaderError(f"cannot open input {os.fspath(path)!r}: {e.strerror or e}") from e
+
+
+def open_regular(path):
+    """A local file opened for reading, or OSError when it is not a regular file. Opened non-blocking and checked
+    on the open descriptor: opening a FIFO blocks until a writer comes, and a device (/dev/zero) never ends."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        kind = not_regular(os.fstat(fd))
+        if kind:
+            raise OSError(f"not a regular file: {kind}")
+        return os.fdopen(fd, "rb")   # O_NONBLOCK does nothing to a regular file's reads
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def not_regular(st: os.stat_result) -> str | None:
+    """What a (followed) stat result is when it is not a regular file: 'a FIFO', 'a socket', ...; None otherwise."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def entry_problem(path) -> str | None:
+    """Why a local input entry cannot be read as a file ('a FIFO', 'a dangling symlink', 'a symlink loop', 'a file
+    name that is not valid UTF-8', ...), or None for a regular file (a symlink to one included)."""
+    p = os.fspath(path)
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:   # os.walk hands undecodable bytes over as surrogate escapes
+        return "a file name that is not valid UTF-8"
+    try:
+        kind = not_regular(os.stat(p))
+        return "a symlink to a folder (not followed)" if kind == "a folder" and os.path.islink(p) else kind
+    except OSError as e:
+        if os.path.islink(p):
+            return "a symlink loop" if e.errno == errno.ELOOP else "a dangling symlink" \
+                if e.errno == errno.ENOENT else f"a symlink that cannot be followed ({e.strerror})"
+        return f"unreadable ({e.strerror or e})"
+
+
+def printable_path(path) -> str:
+    """A path as text that can be written anywhere: undecodable bytes as \\xNN escapes."""
+    return os.fsencode(os.fspath(path)).decode("utf-8", "backslashreplace")
 
 
 class IdAllocator:

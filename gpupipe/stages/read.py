@@ -6,7 +6,13 @@ how the corpus is partitioned, so "first occurrence wins" means the same thing o
 A folder is read file by file, each by its own format: its HTML pages (or, in a folder of only Markdown, its .md
 files) as one html_dir (markdown_dir) input, each data file (.jsonl, .parquet, .warc.gz, ...) as an input of its
 own, and every other file as one `unsupported_file` rejection naming it. Hidden entries are skipped and counted.
-A file that cannot be opened at all (zero-byte or corrupt Parquet, ...) is one `unreadable_record`, not a crash.
+A folder's entry that is not a regular file (FIFO, socket, device, dangling symlink, symlink loop, a name that is not
+UTF-8) is never opened: one `not_regular_file` rejection each, counted by the driver. A file that cannot be opened
+at all (zero-byte or corrupt Parquet, ...) is one `unreadable_record`, not a crash.
+
+Memory: a document larger than `input.max_doc_bytes` (default 64 MiB) is one `doc_too_large` rejection, found while
+streaming (JSONL lines and gzip/zstd streams are read in bounded chunks, HTML and Markdown files read up to the
+bound), so a read task holds at most a partition of documents plus about one max_doc_bytes, whatever the input.
 """
 
 from __future__ import annotations
@@ -20,13 +26,13 @@ from typing import Any, Iterator, Literal
 import pandas as pd
 from pydantic import Field, field_validator
 
-from gpupipe.config_base import Strict
+from gpupipe.config_base import Strict, parse_size
 from gpupipe.io import storage
 from gpupipe.io.charset import replaced_limit
 from gpupipe.io.inputs import UNSUPPORTED, Inputs, resolve_inputs
 from gpupipe.io.parts import write_part
 from gpupipe.io.readers import iter_records
-from gpupipe.io.records import Item, ReaderError, Rejected, unsupported_detail
+from gpupipe.io.records import MAX_DOC_BYTES, Item, ReaderError, Rejected, unsupported_detail
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import RunContext, StageStats, text_bytes
 from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun, Task
@@ -46,11 +52,20 @@ class InputConfig(Strict):
     source: str = Field("web", description="mixture source label for documents without a `source` field")
     max_replaced_share: float = Field(0.01, ge=0, le=1, description="HTML whose bytes fit no encoding is read with "
                                       "U+FFFD for at most this share of its bytes, else it is a decode_error")
+    # at least 1 KiB; at most 2 GiB, Arrow's largest string value (a partition's text column)
+    max_doc_bytes: int = Field(MAX_DOC_BYTES, ge=1 << 10, le=(1 << 31) - 1,
+                               description="a larger document (JSONL line, page, Markdown file, Parquet text, "
+                               "decompressed) is a doc_too_large rejection, skipped while streaming: bounds memory")
 
     @field_validator("path", mode="before")
     @classmethod
     def _one_or_many(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @field_validator("max_doc_bytes", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return parse_size(v)
 
 
 class ReadStage(PhasedStage):
@@ -84,6 +99,10 @@ class ReadStage(PhasedStage):
     def hidden(self) -> list[str]:
         return self.resolved.hidden
 
+    @property
+    def unreadable(self) -> list[tuple[str, str]]:
+        return self.resolved.unreadable
+
     @classmethod
     def inputs(cls) -> tuple[str, ...]:
         return ()
@@ -105,19 +124,33 @@ class ReadStage(PhasedStage):
         if self.hidden:
             log.info("read: %d hidden entries of the input folders skipped: %s", len(self.hidden),
                      _names(self.hidden))
+        if self.unreadable:
+            log.warning("read: %d entries of the input folders are not regular files, each counted as "
+                        "not_regular_file: %s", len(self.unreadable),
+                        _names([f"{p} ({what})" for p, what in self.unreadable]))
 
 
 def read_phase(stage: ReadStage, task: Task) -> dict[str, Any]:
     path, fmt = task.item
     cfg = stage.config
     return read_file_task(task.index, path, fmt, cfg.text_field, cfg.source, task.arg, task.dir,
-                          cfg.max_replaced_share)
+                          cfg.max_replaced_share, cfg.max_doc_bytes)
 
 
 def skipped_phase(stage: ReadStage, run: PhaseRun) -> None:
+    """The hidden entries counted; the entries that are not regular files counted as input records rejected
+    (docs in = out + removed holds with them), each named in rejects/entries.jsonl."""
     stage.log_skipped()
     if stage.hidden:
         run.extra["hidden_skipped"] = len(stage.hidden)
+    if stage.unreadable:
+        run.dir.rejects.mkdir(parents=True, exist_ok=True)
+        with open(run.dir.rejects / "entries.jsonl", "w", encoding="utf-8") as rej:
+            for position, (path, what) in enumerate(stage.unreadable):
+                rej.write(json.dumps({"file": path, "reason": "not_regular_file", "position": position,
+                                      "detail": f"{path}: {what}, not read"}, ensure_ascii=False) + "\n")
+        run.total.docs_in += len(stage.unreadable)
+        run.total.removed["not_regular_file"] += len(stage.unreadable)
 
 
 def _names(paths: list[str]) -> str:
@@ -125,12 +158,12 @@ def _names(paths: list[str]) -> str:
     return ", ".join(paths[:LOGGED_NAMES]) + (f" and {more} more (see the read stage's rejects)" if more > 0 else "")
 
 
-def input_items(path: str, fmt: str, text_field: str) -> Iterator[Item]:
+def input_items(path: str, fmt: str, text_field: str, max_doc_bytes: int = MAX_DOC_BYTES) -> Iterator[Item]:
     """iter_records, with a file that cannot be read at all counted as one rejection instead of raised."""
     if fmt == UNSUPPORTED:
         return iter([Rejected("unsupported_file", unsupported_detail(path), 0)])
     try:
-        return iter_records(path, fmt, text_field=text_field)
+        return iter_records(path, fmt, text_field=text_field, max_doc_bytes=max_doc_bytes)
     except ReaderError as e:
         log.warning("read: %s (counted as one unreadable_record)", e)
         return iter([Rejected("unreadable_record", str(e), 0)])
@@ -161,7 +194,8 @@ def _file_bytes(path: str) -> int:
 
 
 def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
-                   partitioning: tuple[int, int], folder, max_replaced_share: float = 0.01) -> dict[str, Any]:
+                   partitioning: tuple[int, int], folder, max_replaced_share: float = 0.01,
+                   max_doc_bytes: int = MAX_DOC_BYTES) -> dict[str, Any]:
     """Read one input file, streaming, into parts `part-FFFF-PPPPPP.parquet` of at most (documents, bytes) =
     `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
     to rejects.jsonl. HTML documents' `charset_source` and `charset`, and `mojibake_suspect` ones, are counted in
@@ -185,7 +219,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
 
     with annotate("gpupipe/read"), replaced_limit(max_replaced_share), \
             open(rejects_path, "w", encoding="utf-8") as rej:
-        for record_no, rec in enumerate(input_items(path, fmt, text_field)):
+        for record_no, rec in enumerate(input_items(path, fmt, text_field, max_doc_bytes)):
             stats.docs_in += 1
             if isinstance(rec, Rejected):
                 stats.removed[rec.reason] += 1

@@ -38,7 +38,9 @@ from gpupipe.tokens.tokenizer import (BYTE_ALPHABET_SIZE, EOS_TOKEN, _tokenizer_
 
 class TokenizeConfig(Strict):
     tokenizer: FileRef | None = None        # a tokenizer.json to load; None trains one on the curated text
-    vocab_size: int = Field(8192, ge=1)     # training: at least the 256 byte tokens + the special tokens
+    # training: at least the 256 byte tokens + the special tokens; at most 2^24: ids are uint32 in the shards, and the
+    # BPE trainer panics past 2^31 (an out-of-range value is refused before any work, #32)
+    vocab_size: int = Field(8192, ge=1, le=1 << 24)
     min_frequency: int = Field(2, ge=0)
     special_tokens: list[str] = [EOS_TOKEN]
     eos_token: str = EOS_TOKEN
