@@ -33,7 +33,7 @@ first so that a short or garbled Chinese document is reported as such, not by a 
                      zh_min_punctuation_ratio (off unless set)
   gopher_quality:    gopher_min_words, gopher_max_words, gopher_min_mean_word_length, gopher_max_mean_word_length,
                      gopher_hash_ratio, gopher_ellipsis_ratio, gopher_bullet_lines, gopher_ellipsis_lines,
-                     gopher_alpha_words, gopher_stop_words
+                     gopher_alpha_words, gopher_stop_words, gopher_capitalized_words
   gopher_repetition: gopher_rep_empty, gopher_rep_dup_para_frac, gopher_rep_dup_para_char_frac,
                      gopher_rep_dup_line_frac, gopher_rep_dup_line_char_frac, gopher_rep_top_<n>gram (n = 2, 3, 4),
                      gopher_rep_dup_<n>gram (n = 5 .. 10)
@@ -88,6 +88,10 @@ class GopherQualityConfig(Strict):
     max_ellipsis_lines_ratio: Fraction | None = 0.3  # lines ending with "..." or "…"
     min_alpha_words_ratio: Fraction | None = 0.8    # words with a letter
     min_stop_words: NonNegativeInt | None = 2    # distinct of the, be, to, of, and, that, have, with (case-sensitive)
+    # Words (whitespace-separated tokens) starting with an uppercase letter, per word: seed 001 §2.3.3's Gopher table
+    # ("首字母大写比例 < 40%": clickbait titles, lists). Not in the Gopher paper's table A1 nor in datatrove; on the
+    # benchmark corpus's English news (Reuters, >= 50 words) the median is 0.20 and 1.7% exceed 0.4.
+    max_capitalized_words_ratio: Fraction | None = 0.4
 
     _order = ordered(("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length"))
 
@@ -247,6 +251,7 @@ def _family_signals(c: dict[str, np.ndarray], top: np.ndarray, dup: np.ndarray, 
             "q_gopher_ellipsis_lines_frac": _ratio(c["ellipsis_lines"], c["lines"]),
             "q_gopher_alpha_words_frac": _ratio(c["alpha_tokens"], c["tokens"]),
             "q_gopher_stop_words": c["gopher_stop_words"].astype(np.int64),
+            "q_gopher_capitalized_words_frac": symbols["capitalized_frac"],
         }
     g = cfg.gopher_repetition
     if g.enabled:
@@ -315,6 +320,17 @@ def _parts(cfg: QualityConfig) -> int:
     return parts
 
 
+def _capitalized_words_frac(text) -> np.ndarray:
+    """Per document, the share of its words (whitespace-separated) whose first character is an uppercase letter.
+    Not one regex with a start anchor or whitespace: Arrow's count_substring_regex searches again from each match's
+    end, where the start anchor matches anew."""
+    def n(pattern: str) -> np.ndarray:
+        return pc.count_substring_regex(text, pattern).to_numpy(zero_copy_only=False).astype(np.float64)
+
+    first = pc.match_substring_regex(text, r"^\p{Lu}").fill_null(False).to_numpy(zero_copy_only=False)
+    return _ratio(n(r"\s\p{Lu}") + first, n(r"\S+"))
+
+
 def quality_signals(df, cfg: QualityConfig) -> dict[str, np.ndarray]:
     """All signal columns (and the scope columns) of a frame's `text`, as numpy arrays."""
     from gpupipe.kernels.repetition import (C4_CITATIONS, C4_CURLY, C4_JAVASCRIPT, C4_LOREM, C4_POLICY,
@@ -338,7 +354,8 @@ def quality_signals(df, cfg: QualityConfig) -> dict[str, np.ndarray]:
     def count(s: str) -> np.ndarray:
         return pc.count_substring(text, s).to_numpy(zero_copy_only=False).astype(np.float64)
 
-    symbols = {"hash": count("#"), "ellipsis": count("...") + count("…")} if cfg.gopher_quality.enabled else {}
+    symbols = {"hash": count("#"), "ellipsis": count("...") + count("…"),
+               "capitalized_frac": _capitalized_words_frac(text)} if cfg.gopher_quality.enabled else {}
     return _scope(df, c, cfg) | _family_signals(c, top, dup, symbols, cfg)
 
 
@@ -395,6 +412,8 @@ def _rules(df, cfg: QualityConfig) -> list[tuple[str, np.ndarray | None]]:
             ("gopher_ellipsis_lines", _above(df, "q_gopher_ellipsis_lines_frac", q.max_ellipsis_lines_ratio)),
             ("gopher_alpha_words", _below(df, "q_gopher_alpha_words_frac", q.min_alpha_words_ratio)),
             ("gopher_stop_words", _below(df, "q_gopher_stop_words", q.min_stop_words)),
+            ("gopher_capitalized_words", _above(df, "q_gopher_capitalized_words_frac",
+                                                q.max_capitalized_words_ratio)),
         ])
     g = cfg.gopher_repetition
     if g.enabled:
