@@ -363,6 +363,9 @@ def main() -> int:
         tok = next(tok_run.glob("stages/*-tokenize/tokenizer.json"))
         failed += table("bad inputs", run_bad_inputs(work, crawl), "handled cleanly")
         failed += table("bad configs", run_bad_configs(work, crawl, tok), "refused before work (control: ran)")
+        # #32's inputs-and-configs block: its own script and table (profiling/fault_inputs.py), counted as one
+        failed += subprocess.run([sys.executable, str(Path(__file__).with_name("fault_inputs.py")),
+                                  "--work", str(work / "inputs-32")]).returncode != 0
     failed += table("faults", run_faults(work, crawl, args.only), "survived with identical output")
     print(f"\n{time.time() - t0:.0f} s; {'all clean' if not failed else f'{failed} NOT handled'}")
     if not args.work:

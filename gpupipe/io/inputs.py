@@ -5,18 +5,13 @@ in a folder of only Markdown, its .md files) as one html_dir (markdown_dir) inpu
 Hidden entries are skipped and listed. Only regular files are read: a folder's (or a glob's) FIFOs, sockets, devices,
 dangling symlinks, symlink loops and names that are not UTF-8 are listed in `unreadable` (the read stage counts each
 as a `not_regular_file` rejection); a path named in the config that is one of these is a ConfigError. Every problem
-is a ConfigError, found before any work.
-
-`input_fingerprint` is the one place an input's resume key is computed: a file by its identity, a folder by the
-identity of every entry under it, so a page rewritten in place under the same name changes the key."""
+is a ConfigError, found before any work. (An input's resume key, a folder's by every file in it, is computed in one
+place: run/rundir.py `input_fingerprint`.)"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpupipe.config_base import ConfigError
 from gpupipe.io import storage
@@ -142,33 +137,5 @@ def folder_inputs(root: str, fmt: str = "auto") -> tuple[list[tuple[str, str]], 
     return inputs, [printable_path(os.path.join(root, h)) for h in hidden], unreadable
 
 
-def input_fingerprint(files: list[str]) -> list[list[Any]]:
-    """What an input's resume key depends on, per input: a file's path and identity (size, mtime, ctime, inode:
-    cheap, and any rewrite changes it; `cp -p`/`rsync -a` restore the mtime, but not the ctime); a folder's path
-    and a digest of the relative name and identity of every entry under it (a page rewritten in place under the
-    same name changes it; so does one added, removed or renamed); a URL, itself, its size and the store's version.
-    Entries that cannot be followed (dangling symlinks, loops) enter by their own link's identity."""
-    out = []
-    for f in files:
-        if storage.is_url(f):
-            out.append([f, *storage.identity(f)])
-        elif os.path.isdir(f):
-            h = hashlib.sha256()
-            for rel in walk_files(f)[0]:
-                h.update(json.dumps([printable_path(rel), _identity(os.path.join(f, rel))]).encode())
-            out.append([os.path.abspath(f), "folder", h.hexdigest()])
-        else:
-            out.append([os.path.abspath(f), *_identity(f)])
-    return out
-
-
-def _identity(path: str) -> list[int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = os.lstat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-__all__ = ["FOLDER_FORMATS", "Inputs", "UNSUPPORTED", "expand_inputs", "folder_inputs", "input_fingerprint",
-           "is_pattern", "resolve_input", "resolve_inputs"]
+__all__ = ["FOLDER_FORMATS", "Inputs", "UNSUPPORTED", "expand_inputs", "folder_inputs", "is_pattern", "resolve_input",
+           "resolve_inputs"]

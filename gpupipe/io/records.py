@@ -141,8 +141,8 @@ _UTF16 = {codecs.BOM_UTF16_LE: "utf-16", codecs.BOM_UTF16_BE: "utf-16"}
 
 
 def text_encoding(head: bytes) -> str:
-    """'utf-8', 'utf-16', 'utf-16-le', ... for a JSON (or YAML) text starting with `head` (4 bytes or more): its BOM, else
-    the NULs around its first character (RFC 4627, section 3: JSON's first two characters are ASCII)."""
+    """'utf-8', 'utf-16', 'utf-16-le', ... for a JSON (or YAML) text starting with `head` (4 bytes or more): its
+    BOM, else the NULs around its first character (RFC 4627, section 3: JSON's first two characters are ASCII)."""
     if head[:4] in _UTF32:   # before UTF-16: UTF-32-LE's BOM starts with UTF-16-LE's
         return "utf-32"
     if head[:2] in _UTF16:

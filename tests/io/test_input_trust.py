@@ -20,9 +20,10 @@ import zstandard
 
 from gpupipe.cli import main
 from gpupipe.config_base import ConfigError
-from gpupipe.io.inputs import input_fingerprint, resolve_inputs
+from gpupipe.io.inputs import resolve_inputs
 from gpupipe.io.readers import iter_records
 from gpupipe.io.records import Rejected, text_encoding
+from gpupipe.run.rundir import input_fingerprint   # the one place an input's resume key is computed
 
 DOCS = [{"id": f"d{i}", "text": f"document number {i}, with a few words of text in it"} for i in range(6)]
 
@@ -88,8 +89,6 @@ def test_a_folder_is_keyed_by_every_page_so_a_page_rewritten_in_place_changes_th
     assert input_fingerprint([str(f)]) != key
 
 
-@pytest.mark.xfail(strict=True, reason="run/rundir.py input_fingerprint still keys a folder by its own stat; it "
-                                       "must call gpupipe.io.inputs.input_fingerprint (#32, the run-dir half)")
 def test_a_page_rewritten_in_place_is_read_again_on_the_next_run(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -152,7 +151,8 @@ def test_a_lone_surrogate_in_utf16_costs_its_line_only(tmp_path):
 def odd_folder(root: Path) -> tuple[Path, socket.socket]:
     root.mkdir()
     (root / "ok.jsonl").write_bytes(lines(DOCS))
-    (root / "page.html").write_text("<html><body><p>" + "Some text of a page in the folder. " * 20 + "</p></body></html>")
+    (root / "page.html").write_text("<html><body><p>" + "Some text of a page in the folder. " * 20
+                                    + "</p></body></html>")
     os.mkfifo(root / "pipe.jsonl")
     os.mkfifo(root / "pipe.html")
     os.symlink("/dev/zero", root / "zero.jsonl")
