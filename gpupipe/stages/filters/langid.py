@@ -84,12 +84,17 @@ class LangIdConfig(Strict):
     keep: list[str] | None = None                  # None keeps every language
     # one threshold, or one per language (e.g. {zh: 0.65, en: 0.80, default: 0.85}), or `fineweb2`: per language,
     # max(0.3, min(0.9, median - std)) of that language's scores in this run (a first pass over every partition)
-    min_score: Fraction | dict[str, Fraction] | Literal["fineweb2"] = 0.65
+    # The default is seed 002's LANG_THRESHOLDS (zh 0.65, en 0.80, other 0.85; its `code` row is no fastText label).
+    min_score: Fraction | dict[str, Fraction] | Literal["fineweb2"] = Field(
+        default_factory=lambda: {"zh": 0.65, "en": 0.80, "default": 0.85})
     # {N: s}: documents under N characters need at most score s (the smallest N above the length applies), so
     # that short texts, whose confidence is low, are judged more leniently. Off by default.
     min_score_by_length: dict[int, Fraction] | None = None
     model: FileRef | None = None                   # a supervised fastText model; default lid.176.ftz (gpupipe/data)
     max_chars: int = Field(10_000, ge=3)           # characters predicted per document (per paragraph at that level)
+    # a document longer than max_chars is read by its head, middle and tail ("spread"), or by its head alone ("head":
+    # seed 002's `text[:500]` with max_chars: 500)
+    sample: Literal["spread", "head"] = "spread"
     level: Literal["document", "paragraph"] = "document"
     min_chars: int = Field(30, ge=0)               # shorter documents are not predicted (0 = only empty ones)
     keep_short: bool = False                       # keep `und` documents rather than drop them as lang_too_short
@@ -217,6 +222,8 @@ class LangId(MapStage):
         predict on spread_sample(text, max_chars).replace("\\n", " ")."""
         from gpupipe.kernels.strings import arrow_buffers
 
+        if self.config.sample == "head":   # the kernel's spread sample leaves a text within max_chars as it is
+            texts = pc.utf8_slice_codeunits(texts, 0, self.config.max_chars)
         ids, probs = self._model.predict_buffers(*arrow_buffers(texts), max_chars=self.config.max_chars,
                                                  newline_is_space=True)
         # fastText predicts nothing only for a line without any input row (impossible with </s> in the
