@@ -348,6 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
     v.set_defaults(fn=cmd_verify)
 
+    from gpupipe.doremi import add_parser as add_doremi   # gpupipe doremi: mixture weights from a proxy model
+
+    add_doremi(sub)
+
     from gpupipe.acquire.commoncrawl import DEFAULT_BASE_URL
 
     f = sub.add_parser("fetch-cc", help="download WARC files of a Common Crawl crawl", description=(
