@@ -333,6 +333,233 @@ def run_phase_faults(work: Path, crawl: Path, reference: dict[str, bytes]) -> li
     return rows
 
 
+# ---------------------------------------------------------------------------- run directory faults (#32)
+# Each case: how it ended, counted as clean (exit code and one `error:`/`warning:` line or a correct rebuild),
+# lost (the user's files changed, shards not byte-identical to an undisturbed run, or a run that says OK with
+# something missing), traceback, hung (past its timeout) or blow-up (peak RSS over RSS_BOUND_MB).
+RSS_BOUND_MB = 4096
+
+
+def _gpupipe_rss(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 900
+                 ) -> tuple[subprocess.CompletedProcess | None, float]:
+    """`gpupipe ARGS` in a fresh process: the result (None when it hung past `timeout`) and its peak RSS in MB."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    try:
+        r = subprocess.run([sys.executable, "-m", "gpupipe", *args], capture_output=True, text=True,
+                           timeout=timeout, cwd=cwd, env=env)
+    except subprocess.TimeoutExpired:
+        return None, 0.0
+    return r, max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _verdict(r, rss: float, ok: bool, lost: bool = False) -> str:
+    if r is None:
+        return "hung"
+    if "Traceback" in r.stderr:
+        return "traceback"
+    if rss > RSS_BOUND_MB:
+        return "blow-up"
+    return "lost" if lost else "clean" if ok else "not handled"
+
+
+def _one_line(r) -> bool:
+    return r is not None and len([x for x in r.stderr.strip().splitlines() if x.startswith("error:")]) == 1
+
+
+def _said(r) -> str:
+    if r is None:
+        return "hung"
+    lines = [x for x in r.stderr.strip().splitlines() if x.startswith(("error:", "warning:"))] or [""]
+    return f"exit {r.returncode}: {lines[0][:110]}"
+
+
+def run_dir_cases(work: Path, crawl: Path) -> list[tuple[str, str, str]]:
+    """(name, verdict, what happened) for each run-directory fault."""
+    rows: list[tuple[str, str, str]] = []
+    base = work / "rd"
+    base.mkdir()
+    ref = base / "ref"
+    # no langid, no fuzzy dedup: shorter, the same kinds of stages (a fused chain extract+normalize+doc_filter, a
+    # global stage, tokenize, pack)
+    stages = [STAGES[0], STAGES[1], STAGES[3], STAGES[4], STAGES[6], STAGES[7]]
+    ex = {"partition_docs": 30}
+    ref_cfg = write_cfg(base / "ref.yaml", input={"path": str(crawl)}, output=str(ref), stages=stages, executor=ex)
+    r, _ = _gpupipe_rss("run", str(ref_cfg), timeout=1800)
+    assert r is not None and r.returncode == 0, f"the undisturbed reference run failed: {r and r.stderr[-2000:]}"
+    reference = shard_bytes(ref)
+
+    # -- the user's files: refused before any work, nothing changed
+    def user_folder(root: Path) -> Path:
+        root.mkdir(parents=True)
+        jsonl(root / "docs.jsonl", [{"text": f"the user's document number {i} with a few more words"}
+                                    for i in range(20)])
+        (root / "stats.json").write_text('{"mine": true}\n')
+        (root / "shards").mkdir()
+        (root / "shards" / "notes.txt").write_text("my own shards folder\n")
+        (root / "stages").mkdir()
+        return root
+
+    for k, (name, make) in enumerate([
+            ("output is the input folder", lambda d: (d, d, None)),
+            ("output inside the input folder (3 times)", lambda d: (d, d / "run", None)),
+            ("output '' (the current folder, user's stats.json, shards/)",
+             lambda d: (jsonl(base / "other.jsonl", [{"text": "a document elsewhere"}]), "", d)),
+            ("output an existing folder of the user's", lambda d: (crawl, d, None))]):
+        data = user_folder(base / f"user-{k}")
+        src, out, cwd = make(data)
+        before = _tree(data)
+        cfg = write_cfg(base / f"user-{k}.yaml", input={"path": str(src)}, output=str(out), stages=TEXT_STAGES
+                        if str(src).endswith(".jsonl") or src == data else stages[:2])
+        for _ in range(3 if "3 times" in name else 1):
+            r, rss = _gpupipe_rss("run", str(cfg), cwd=cwd)
+        lost = _tree(data) != before
+        rows.append((name, _verdict(r, rss, r is not None and r.returncode == 2 and _one_line(r), lost),
+                     _said(r) + ("; USER FILES CHANGED" if lost else "")))
+
+    # -- a finished run re-run after damage: rebuilt byte for byte
+    def damaged(tag: str, damage, extra: tuple[str, ...] = ()) -> tuple[str, str]:
+        run = base / tag
+        shutil.copytree(ref, run)
+        cfg = write_cfg(base / f"{tag}.yaml", input={"path": str(crawl)}, output=str(run), stages=stages,
+                        executor=ex)
+        damage(run)
+        r, rss = _gpupipe_rss("run", str(cfg), *extra)
+        if r is not None and r.returncode == 1 and _one_line(r):   # stopped with one line: the same command again
+            r, rss = _gpupipe_rss("run", str(cfg), *extra)
+        same = r is not None and r.returncode == 0 and shard_bytes(run) == reference
+        verify = gpupipe("verify", str(run / "shards")).returncode == 0
+        return _verdict(r, rss, same and verify, lost=r is not None and r.returncode == 0 and not (same and verify)), \
+            _said(r) + f"; shards {'identical' if same else 'DIFFER'}"
+
+    def flip(path: Path, at: float = 0.5) -> None:
+        data = bytearray(path.read_bytes())
+        data[int(len(data) * at)] ^= 0x01
+        path.write_bytes(bytes(data))
+
+    def first_part(run: Path, stage: str) -> Path:
+        return sorted(run.glob(f"stages/*-{stage}/part-*.parquet"))[0]
+
+    def vouched_garbage(run: Path) -> None:   # a part that rotted before its checksum was taken
+        from gpupipe.run.rundir import digest
+
+        part = first_part(run, "exact_dedup")
+        part.write_bytes(b"\0" * part.stat().st_size)
+        marker = part.parent / "stats.json"
+        m = json.loads(marker.read_text())
+        m["files"][part.relative_to(run).as_posix()] = [part.stat().st_size, digest(part)]
+        marker.write_text(json.dumps(m))
+        next(run.glob("stages/*-tokenize/stats.json")).unlink()
+
+    for tag, name, damage, extra in [
+            ("shards-gone", "finished run, shards/ deleted", lambda r: shutil.rmtree(r / "shards"), ()),
+            ("shard-gone", "finished run, one shard deleted", lambda r: (r / "shards" / "shard-00000.bin").unlink(),
+             ()),
+            ("shard-flip", "finished run, a shard's byte flipped", lambda r: flip(r / "shards" / "shard-00000.bin"),
+             ()),
+            ("part-cut", "finished run, a curated part truncated",
+             lambda r: first_part(r, "exact_dedup").write_bytes(first_part(r, "exact_dedup").read_bytes()[:-99]), ()),
+            ("parts-gone", "a stage's parts deleted, its marker kept",
+             lambda r: [p.unlink() for p in r.glob("stages/*-doc_filter/part-*.parquet")], ()),
+            ("upstream-flip", "an upstream part's byte flipped, --verify-resume",
+             lambda r: flip(first_part(r, "doc_filter")), ("--verify-resume",)),
+            ("vouched-garbage", "a damaged part its marker vouches for (magic bytes)", vouched_garbage, ())]:
+        verdict, what = damaged(tag, damage, extra)
+        rows.append((name, verdict, what))
+
+    # -- mid-run faults: one line, then the same command ends with the reference shards
+    def mid_run(tag: str, act, expect: str) -> tuple[str, str]:
+        run = base / tag
+        cfg = write_cfg(base / f"{tag}.yaml", input={"path": str(crawl)}, output=str(run), stages=stages,
+                        executor=ex)
+        marker = run / "stages" / "02-normalize" / "stats.json"
+        proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        while not marker.exists() and proc.poll() is None:
+            time.sleep(0.005)
+        act(run)
+        try:
+            err = proc.communicate(timeout=900)[1]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return "hung", "the faulted run hung"
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+        first = _said(r)
+        if "Traceback" in err:
+            return "traceback", first
+        if proc.returncode == 0:
+            return "not handled", f"{first}: finished (the fault came too late)"
+        again, rss = _gpupipe_rss("run", str(cfg))
+        same = again is not None and again.returncode == 0 and shard_bytes(run) == reference
+        ok = proc.returncode == 1 and _one_line(r) and expect in err and same
+        return _verdict(again, rss, ok, lost=again is not None and again.returncode == 0 and not same), \
+            f"{first}; again: shards {'identical' if same else 'DIFFER'}"
+
+    verdict, what = mid_run("lock-gone", lambda r: (r / "run.lock").unlink(), "lock")
+    rows.append(("lock file deleted mid-run", verdict, what))
+    verdict, what = mid_run("dir-gone", lambda r: shutil.rmtree(r), "removed")
+    rows.append(("run directory removed mid-run", verdict, what))
+
+    # -- a read-only run directory (a real tmpfs remounted read-only: needs root)
+    mnt = base / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        rows.append(("read-only run directory", "skipped", "cannot mount a tmpfs here (needs root)"))
+    else:
+        try:
+            done = write_cfg(base / "ro-done.yaml", input={"path": str(crawl)}, output=str(mnt / "done"),
+                             stages=stages[:2])
+            _gpupipe_rss("run", str(done))
+            subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+            fresh = write_cfg(base / "ro-fresh.yaml", input={"path": str(crawl)}, output=str(mnt / "fresh"),
+                              stages=stages[:2])
+            for name, cfg in (("read-only file system, fresh run", fresh),
+                              ("finished run remounted read-only (the lock file)", done)):
+                r, rss = _gpupipe_rss("run", str(cfg))
+                rows.append((name, _verdict(r, rss, r is not None and r.returncode == 1 and _one_line(r)), _said(r)))
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+    # -- storage that does not answer: a closed port on 127.0.0.1
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "GPUPIPE_WORK_DIR": str(base / "work")}
+    docs = jsonl(base / "docs.jsonl", [{"text": f"a document number {i} for the storage case"} for i in range(20)])
+    for name, inp, out in (("S3 run directory, server down", str(docs), "s3://bucket/runs/r1"),
+                           ("http:// input, server down", f"http://127.0.0.1:{port}/docs.jsonl", str(base / "h"))):
+        try:
+            import s3fs  # noqa: F401
+        except ImportError:
+            rows.append((name, "skipped", "s3fs (the [cloud] extra) is not installed"))
+            continue
+        cfg = write_cfg(base / f"st-{len(rows)}.yaml", input={"path": inp}, output=out, stages=TEXT_STAGES)
+        r, rss = _gpupipe_rss("run", str(cfg), env=env, timeout=240)
+        url = out if out.startswith("s3") else inp
+        rows.append((name, _verdict(r, rss, r is not None and r.returncode in (1, 2) and _one_line(r)
+                                    and url in r.stderr), _said(r)))
+    return rows
+
+
+def run_dir_table(work: Path, crawl: Path) -> int:
+    rows = run_dir_cases(work, crawl)
+    print("\n## run directory faults (#32)")
+    for name, verdict, what in rows:
+        print(f"  {verdict:<11} {name:<58} {what}")
+    counts = {v: sum(1 for _, x, _ in rows if x == v) for v in
+              ("clean", "lost", "traceback", "hung", "blow-up", "not handled", "skipped")}
+    print(f"  run directory faults: {len(rows)} tried, " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    return len(rows) - counts["clean"] - counts["skipped"]
+
+
 def table(title: str, rows: list[tuple[str, bool, str]], verdict: str) -> int:
     print(f"\n## {title}")
     for name, ok, what in rows:
@@ -346,8 +573,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", help="working folder (default: a fresh temp folder, removed at the end)")
     ap.add_argument("--docs", type=int, default=150, help="pages in the synthetic crawl (default 150)")
-    ap.add_argument("--only", choices=["phases"], help="phases: only the faults table's kills inside the phases of "
-                                                        "the global stages (exact_dedup, fuzzy_dedup)")
+    ap.add_argument("--only", choices=["phases", "rundir"], help="phases: only the faults table's kills inside the "
+                    "phases of the global stages (exact_dedup, fuzzy_dedup); rundir: only the run directory faults")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="gpupipe-faults-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -366,7 +593,10 @@ def main() -> int:
         # #32's inputs-and-configs block: its own script and table (profiling/fault_inputs.py), counted as one
         failed += subprocess.run([sys.executable, str(Path(__file__).with_name("fault_inputs.py")),
                                   "--work", str(work / "inputs-32")]).returncode != 0
-    failed += table("faults", run_faults(work, crawl, args.only), "survived with identical output")
+    if args.only != "rundir":
+        failed += table("faults", run_faults(work, crawl, args.only), "survived with identical output")
+    if args.only in (None, "rundir"):
+        failed += run_dir_table(work, crawl)
     print(f"\n{time.time() - t0:.0f} s; {'all clean' if not failed else f'{failed} NOT handled'}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

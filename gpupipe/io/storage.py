@@ -197,7 +197,9 @@ def _http_info(location: str) -> dict | None:
     fs, path = filesystem(location)
     try:
         return fs.info(path)
-    except FileNotFoundError:
+    except FileNotFoundError as e:
+        if unreachable(e.__cause__):   # fsspec's http says "not found" for a server that does not answer too
+            raise
         return None
 
 

@@ -133,7 +133,7 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
             remote.push_results()
         return result
     except Exception as e:
-        if not isinstance(e, RunFault) and not run.root.is_dir():   # whatever failed first, that is the cause
+        if not isinstance(e, RunFault) and run.vanished():   # whatever failed first, that is the cause
             raise _vanished(root, e) from e
         raise
     finally:
@@ -351,7 +351,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
                         done = _run_chain(executor, [stages[j] for j in group], [dirs[j] for j in group], parts,
                                           cfg.keep_intermediate, progress)
             except Exception as e:
-                if not run.root.is_dir():
+                if run.vanished():
                     raise _vanished(run.root, e) from e
                 if i and (bad := _damaged_part(e, parts)):
                     dirs[i - 1].marker.unlink(missing_ok=True)   # the same command redoes the stage that wrote it

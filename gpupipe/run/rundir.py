@@ -464,7 +464,7 @@ class RunDir(RunLayout):
 
     def reset(self, folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+        folder.mkdir()   # not parents: a run directory removed under the run is not made again here
 
     def mark_done(self, folder: Path, stats: dict[str, Any], also: list[Path] = ()) -> None:
         """Write the stage's marker: its stats and `files`, {path relative to the run: [size, xxh3-128]} of every
@@ -499,12 +499,23 @@ class RunDir(RunLayout):
                     return f"{rel} is damaged (its checksum differs from the one its marker recorded)"
         return None
 
+    def vanished(self) -> bool:
+        """Whether the run directory was removed under the run (its RUN_MARKER is gone: a worker writing a part may
+        have made the folder again). A folder made again by this run's own writes gets its marker back, so that the
+        same command can take it and start afresh."""
+        if (self.root / RUN_MARKER).is_file():
+            return False
+        with contextlib.suppress(OSError):
+            if self.root.is_dir():
+                (self.root / RUN_MARKER).write_text("a gpupipe run directory (made again after it was removed)\n")
+        return True
+
     def check_lock(self, before: str) -> None:
         """Raise a RunFault unless this run still holds the run directory: the folder is there and its lock file is
         the one this run locked (a cleanup script that deletes it lets a second run in: the older run stops)."""
-        if not self.root.is_dir():
+        if self.vanished():
             raise RunFault(f"the run directory {self.root} was removed while the run was writing it; it stopped "
-                           f"before {before}")
+                           f"before {before}: run the same command again to start it afresh")
         try:
             now = os.stat(self.lock_file)
         except FileNotFoundError:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gpupipe.cli import main
-from gpupipe.run.rundir import RUN_MARKER, LockLost, RunDir, RunFault
+from gpupipe.run.rundir import RUN_MARKER, LockLost, RunDir, RunFault, claim
 
 STAGES = [{"normalize": {}}, {"exact_dedup": {}}, {"tokenize": {"vocab_size": 300}}, {"pack": {"seq_len": 16}}]
 
@@ -215,6 +215,7 @@ def test_a_damaged_part_its_marker_vouches_for_ends_in_one_line_then_is_redone(f
 # -- the lock, re-checked; a run directory that vanishes ------------------------------------------------------------
 
 def test_check_lock_sees_a_deleted_or_stolen_lock(tmp_path):
+    claim(tmp_path / "run", [], [])
     run = RunDir(tmp_path / "run")
     run.lock()
     run.check_lock("x")
@@ -258,17 +259,26 @@ def test_a_deleted_lock_stops_the_run_before_its_next_marker(tmp_path):
     assert main(["run", str(tmp_path / "c.yaml")]) == 0 and resumed(run) == [True, True, False, False, False]
 
 
-def test_a_run_directory_removed_mid_run_ends_in_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("made_again", [False, True])
+def test_a_run_directory_removed_mid_run_ends_in_one_line(tmp_path, made_again):
+    """Removed as exact_dedup starts; `made_again`: a worker writing a part at that moment makes its folder again
+    (atomic writes make their parents), so the folder is back without the run's marker."""
     from gpupipe.config import load_config
     from gpupipe.run.pipeline import run_pipeline
 
     docs = write_docs(tmp_path / "docs.jsonl")
     run = tmp_path / "run"
     cfg = load_config(str(write_cfg(tmp_path / "c.yaml", input={"path": str(docs)}, output=str(run))))
+
+    def remove():
+        shutil.rmtree(run)
+        if made_again:
+            (run / "stages" / "02-exact_dedup").mkdir(parents=True)
     with pytest.raises(RunFault, match="was removed while the run was writing it"):
-        run_pipeline(cfg, hook_at("exact_dedup", lambda: shutil.rmtree(run)))
-    assert not run.exists()
+        run_pipeline(cfg, hook_at("exact_dedup", remove))
+    assert run.exists() == made_again
     assert main(["run", str(tmp_path / "c.yaml")]) == 0   # the same command starts it afresh
+    assert not any(resumed(run))
 
 
 # -- a read-only run directory --------------------------------------------------------------------------------------
