@@ -80,18 +80,22 @@ def fingerprints_gpu(flat, offsets):
 
 
 def simhash(strings, cjk=False, word_k: int = 1, char_k: int = 2, distinct: bool = False,
-            device: str = "cpu") -> np.ndarray:
+            device: str = "cpu", counts: bool = False):
     """uint64 SimHash fingerprints of a column of strings (kernels.strings.kernel_inputs' kinds). cjk: a bool for
     all documents or one per document (character units); distinct: weight 1 per shingle instead of its count.
-    device "cpu", "gpu" or "auto": the same fingerprints."""
+    device "cpu", "gpu" or "auto": the same fingerprints. counts: also each document's number of shingles (int64;
+    0 for a document without tokens, whose fingerprint 0 means nothing)."""
     from .minhash import shingle_hashes_cpu, shingle_hashes_gpu
     from .strings import kernel_inputs
 
     data, offsets, on_gpu = kernel_inputs(strings, device)
     if on_gpu:
         flat, offs = shingle_hashes_gpu(data, offsets, cjk, word_k, char_k, distinct=distinct)
-        return fingerprints_gpu(flat, offs).get()
-    return fingerprints_cpu(*shingle_hashes_cpu(data, offsets, cjk, word_k, char_k, distinct=distinct))
+        fp, offs = fingerprints_gpu(flat, offs).get(), offs.get()
+    else:
+        flat, offs = shingle_hashes_cpu(data, offsets, cjk, word_k, char_k, distinct=distinct)
+        fp = fingerprints_cpu(flat, offs)
+    return (fp, np.diff(np.asarray(offs, np.int64))) if counts else fp
 
 
 # --------------------------------------------------------------------------------------------

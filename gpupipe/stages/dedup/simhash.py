@@ -75,13 +75,26 @@ def masks(cfg: SimHashDedupConfig) -> np.ndarray:
     return table_masks(cfg.hamming, cfg.levels)
 
 
-def fingerprints(df: pd.DataFrame, cfg: SimHashDedupConfig, device: str) -> np.ndarray:
-    """uint64 SimHash of every document of a frame (its `text`, and `lang` when present)."""
+def fingerprints(df: pd.DataFrame, cfg: SimHashDedupConfig, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 SimHash, whether it has tokens) of every document of a frame (its `text`, and `lang` when present).
+    A document without tokens (empty, only punctuation) is never a candidate: its fingerprint 0 says nothing
+    (identical empty texts are exact dedup's business)."""
     from gpupipe.kernels.simhash import simhash
 
     texts = text_array(df["text"])
-    return to_host(simhash(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg.word_k, cfg.char_k,
-                           distinct=cfg.weights == "distinct", device=device))
+    fp, n = simhash(texts, cjk_mask(df, cfg.cjk_langs, texts), cfg.word_k, cfg.char_k,
+                    distinct=cfg.weights == "distinct", device=device, counts=True)
+    return to_host(fp), to_host(n) > 0
+
+
+def table_rows(fp: np.ndarray, doc: np.ndarray, tokens: np.ndarray, cfg: SimHashDedupConfig) -> pd.DataFrame:
+    """(table, key, fp, doc_index) of every permuted-block table, for the documents with tokens."""
+    from gpupipe.kernels.simhash import table_keys
+
+    m = masks(cfg)
+    fp, doc = fp[tokens], doc[tokens]
+    table, key = table_keys(fp, m)
+    return pd.DataFrame({"table": table, "key": key, "fp": np.tile(fp, len(m)), "doc_index": np.tile(doc, len(m))})
 
 
 def _needed(path, cfg: SimHashDedupConfig) -> pd.DataFrame:
@@ -91,19 +104,17 @@ def _needed(path, cfg: SimHashDedupConfig) -> pd.DataFrame:
 
 
 def sign(stage: SimHashDedup, task: Task) -> None:
-    from gpupipe.kernels.simhash import route, table_keys
+    from gpupipe.kernels.simhash import route
 
     cfg = stage.config
     with annotate("gpupipe/simhash_dedup/sign"):
         df = _needed(task.item, cfg)
-        fp = fingerprints(df, cfg, stage.ctx.device)
+        fp, tokens = fingerprints(df, cfg, stage.ctx.device)
         out = priority_frame(df, cfg, text_array(df["text"])).assign(part=np.int64(task.index), fp=fp)
         task.exchange.put("prints", task.index, out)
-        table, key = table_keys(fp, masks(cfg))
-        t = len(masks(cfg))
-        rows = pd.DataFrame({"table": table, "key": key, "fp": np.tile(fp, t),
-                             "doc_index": np.tile(out["doc_index"].to_numpy(np.int64), t)})
-        bucket = route(table, key) % np.uint64(stage.ctx.shuffle_buckets)
+        rows = table_rows(fp, out["doc_index"].to_numpy(np.int64), tokens, cfg)
+        bucket = route(rows["table"].to_numpy(np.int64), rows["key"].to_numpy(np.uint64)) \
+            % np.uint64(stage.ctx.shuffle_buckets)
         task.exchange.send("keys", task.index, rows, bucket.astype(np.int64))
 
 
@@ -151,13 +162,13 @@ def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
 def find_duplicates(df: pd.DataFrame, cfg: SimHashDedupConfig, device: str = "cpu") -> pd.DataFrame:
     """In memory, for one frame (benchmarks, tests): one row per document in a duplicate cluster (doc_index,
     cluster, keep, fp), by the stage's own steps."""
-    from gpupipe.kernels.simhash import hamming_edges, table_keys
+    from gpupipe.kernels.simhash import hamming_edges
 
-    fp = fingerprints(df, cfg, device)
+    fp, tokens = fingerprints(df, cfg, device)
     doc = df["doc_index"].to_numpy(np.int64)
-    m = masks(cfg)
-    table, key = table_keys(fp, m)
-    edges = unique_edges(*hamming_edges(table, key, np.tile(fp, len(m)), np.tile(doc, len(m)), cfg.hamming))
+    rows = table_rows(fp, doc, tokens, cfg)
+    edges = unique_edges(*hamming_edges(*(rows[c].to_numpy() for c in ("table", "key", "fp", "doc_index")),
+                                        cfg.hamming))
     members = connected_components(edges, device)
     pos = np.flatnonzero(np.isin(doc, members["doc_index"].to_numpy()))
     members = members.merge(priority_frame(df.iloc[pos], cfg, text_array(df["text"]).take(pos)), on="doc_index")

@@ -115,7 +115,8 @@ def _near_copies(n: int, seed: int, length: int = 800) -> list[str]:
 
 
 def test_find_duplicates_keeps_the_first_of_each_cluster():
-    texts = _near_copies(40, seed=2) + ["short unrelated text", "short unrelated text"]
+    # ... and documents without tokens (empty, punctuation only) are never near duplicates, of each other either
+    texts = _near_copies(40, seed=2) + ["short unrelated text", "short unrelated text", "", "...", "", None]
     df = pd.DataFrame({"doc_index": np.arange(len(texts)) * 3, "text": texts})
     got = find_duplicates(df, SimHashDedupConfig())
     removed = set(got.loc[~got["keep"], "doc_index"])
