@@ -34,10 +34,6 @@ def write_manifest(
 ) -> dict:
     """Write manifest.json from a StreamPacker.finish() summary and return the manifest dict."""
     shards = [dict(s) for s in summary["shards"]]
-    for s in shards:   # a data card travels with its shard: it names the tokenizer, version and config too
-        if "card" in s:
-            s["card"] = {**s["card"], "tokenizer_sha256": tokenizer_sha256, "gpupipe_version": _gpupipe_version(),
-                         "config_hash": config_hash}
     manifest = {
         "format": MANIFEST_FORMAT,
         "gpupipe_version": _gpupipe_version(),
@@ -65,6 +61,19 @@ def write_manifest(
     os.makedirs(out_dir, exist_ok=True)
     write_atomic(os.path.join(os.fspath(out_dir), MANIFEST_FILE), text.encode("utf-8"))
     return manifest
+
+
+CARD_RUN_FIELDS = ("tokenizer_sha256", "gpupipe_version", "config_hash")
+
+
+def shard_card(manifest: dict, file: str) -> dict:
+    """A shard's data card as it travels alone: its own card (phase, tokens_by_group, quality) and the run's
+    tokenizer sha256, gpupipe version and config hash, which the manifest holds once for all shards."""
+    entry = next((s for s in manifest["shards"] if s["file"] == file), None)
+    if entry is None:
+        raise KeyError(f"no shard {file!r} in the manifest")
+    return {"file": file, "tokens": entry["tokens"], **entry.get("card", {}),
+            **{k: manifest.get(k) for k in CARD_RUN_FIELDS}}
 
 
 def read_manifest(shard_dir) -> dict:

@@ -24,8 +24,8 @@ sequence; and they must hold the documents and stream tokens the shards hold.
 
 A phased stream (manifest `phases`, a mixture's curriculum) is checked per phase: its shards in order, each
 phase's own dropped partial block, its tokens per group against its shards' cards. Per-shard data cards (`card`:
-phase, tokens_by_group, quality score histograms, tokenizer sha256, gpupipe version, config hash) must name the
-manifest's tokenizer, version and config and add up to the shard's tokens.
+phase, tokens_by_group, quality score histograms; with the manifest's tokenizer sha256, gpupipe version and config
+hash they make the card manifest.shard_card returns) must add up to the shard's tokens.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from gpupipe.io import storage
 
-from .manifest import read_manifest
+from .manifest import CARD_RUN_FIELDS, read_manifest
 from .packing import (MANIFEST_FILE, PARQUET_SHARD_RE, SHARD_DTYPES, SHARD_FORMATS, SHARD_RE, parquet_schema,
                       shard_dtype)
 
@@ -481,10 +481,10 @@ def _check_cards(m: dict) -> list[str]:
     tokens (stream packing: every token, EOS included, belongs to one document); and to the run's tokens_per_group
     with the dropped remainders."""
     problems, cards = [], [(s["file"], s["card"]) for s in m["shards"] if isinstance(s.get("card"), dict)]
+    if cards:   # the run's part of every card (manifest.shard_card)
+        problems += [f"{MANIFEST_FILE}: data cards need the run's {k}, missing" for k in CARD_RUN_FIELDS
+                     if not isinstance(m.get(k), str) or not m[k]]
     for name, card in cards:
-        for k in ("tokenizer_sha256", "gpupipe_version", "config_hash"):
-            if card.get(k) != m.get(k):
-                problems.append(f"{name}: card {k} {card.get(k)!r} != manifest {m.get(k)!r}")
         groups = card.get("tokens_by_group")
         if not isinstance(groups, dict) or not all(_is_int(v) for v in groups.values()):
             problems.append(f"{name}: card tokens_by_group missing or not counts")

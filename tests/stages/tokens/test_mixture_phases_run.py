@@ -10,6 +10,7 @@ import pytest
 
 from gpupipe.cli import main
 from gpupipe.run.pipeline import check_conservation
+from gpupipe.tokens.manifest import shard_card
 from gpupipe.tokens.tokenizer import EOS_TOKEN
 from gpupipe.tokens.verify import verify_shards
 from tests.helpers import run_config
@@ -53,7 +54,9 @@ def test_phases_lay_out_the_stream_phase_by_phase(runs):
     for s in m["shards"]:
         phase = "general" if s["file"] in general["shards"] else "anneal"
         assert s["card"]["phase"] == phase and sum(s["card"]["tokens_by_group"].values()) == s["tokens"]
-        assert s["card"]["tokenizer_sha256"] == m["tokenizer_sha256"] and s["card"]["config_hash"] == m["config_hash"]
+        card = shard_card(m, s["file"])
+        assert card["tokenizer_sha256"] == m["tokenizer_sha256"] and card["config_hash"] == m["config_hash"]
+        assert card["gpupipe_version"] == m["gpupipe_version"] and card["phase"] == phase
         q = s["card"]["quality"]["quality_score"]
         assert 0 < q["mean"] < 1 and sum(q["histogram"]) == q["scored_tokens"] == s["tokens"]
     ledger = m["mixture"]
