@@ -45,15 +45,24 @@ Spanish, Chinese, ...) with up to 6 wanted and 6 unwanted snippets each (2,951 a
 Its snippets were written for trafilatura's benchmark, which scores it with comments left out; besides the per-page
 score it prints precision, recall and F1 over snippet counts, as that benchmark (tests/evaluate.py) does.
 
-Usage:  python profiling/bench_extract.py [DATA_DIR ...] [--newspaper4k SDIST_DIR] [--trafilatura-tests SDIST_DIR]
-                                          [--trafilatura-eval REPO_DIR] [--also KEY=VALUE,...] [--pages N]
-                                          [--bootstrap 1000] [--repeat 1]
+`--wcxb DIR` scores WCXB's dev split (../shared/data/extraction/wcxb_dev: real pages of seven kinds, article,
+collection, listing, product, service, documentation, forum, with reviewed main text) per kind, with WCXB's own
+metric: lower-cased `\\w+` tokens as bags of words, F1 per page, averaged over pages (the 21 pages with an empty
+reference are left out, as its README says). Its split is by page id, not by position: a page is in the "choose" half
+when the first byte of sha256(id) is even, else in the "held-out" half, which no rule of auto was chosen by.
+`--cache DIR` keeps the trafilatura rows' outputs and CPU seconds there (keyed by trafilatura's version and the
+pages' bytes), so that a rerun times only gpupipe's own rows; auto's fallback to trafilatura always runs.
+
+Usage:  python profiling/bench_extract.py [DATA_DIR ...] [--wcxb DIR] [--cache DIR] [--newspaper4k SDIST_DIR]
+                                          [--trafilatura-tests SDIST_DIR] [--trafilatura-eval REPO_DIR]
+                                          [--also KEY=VALUE,...] [--pages N] [--bootstrap 1000] [--repeat 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import importlib.util
 import json
 import re
@@ -286,18 +295,67 @@ def time_rows(pages: pd.DataFrame, args) -> tuple[dict, dict, dict]:
     for spec in args.also:
         params = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in spec.split(","))}
         runs[f"extract ({spec})"] = lambda params=params: run_stage(pages, **params)
+    for name in getattr(args, "skip", []):
+        if name in CACHED_ROWS:
+            raise SystemExit(f"--skip {name!r}: the trafilatura rows are the baselines")
+        runs.pop(name, None)
     global W
     W = max(26, *(len(n) + 2 for n in runs))
     cpu = {name: float("inf") for name in runs}
     wall = dict(cpu)
     preds = {}
+    cache = _Cache(getattr(args, "cache", None), pages)
+    for name in CACHED_ROWS:
+        if name in runs and cache.has(name):
+            preds[name], cpu[name], wall[name] = cache.get(name)
+            del runs[name]
     for _ in range(max(1, args.repeat)):   # interleaved: each round times every row once
         for name, fn in runs.items():
             c0, w0 = time.process_time(), time.perf_counter()
             out = fn()
             cpu[name], wall[name] = min(cpu[name], time.process_time() - c0), min(wall[name], time.perf_counter() - w0)
             preds.setdefault(name, out)
-    return preds, cpu, wall
+    for name in CACHED_ROWS:
+        if name in runs:
+            cache.put(name, preds[name], cpu[name], wall[name])
+    order = ["trafilatura defaults", "extract (trafilatura)"]
+    return ({n: preds[n] for n in order + [n for n in preds if n not in order] if n in preds},
+            cpu, wall)
+
+
+CACHED_ROWS = ("trafilatura defaults", "extract (trafilatura)")   # a library's rows: the same outputs run to run
+
+
+class _Cache:
+    """The trafilatura rows' outputs and timings in a folder (--cache), keyed by trafilatura's version and the
+    pages (ids, urls, HTML): a rerun that changes only gpupipe's extractor does not pay for trafilatura again."""
+
+    def __init__(self, folder: Path | None, pages: pd.DataFrame) -> None:
+        self.folder = folder
+        if folder is None:
+            return
+        import trafilatura
+
+        h = hashlib.sha256(trafilatura.__version__.encode())
+        for k, u, html in zip(pages["id"], pages["url"], pages["html"]):
+            h.update(f"{k}\0{u}\0".encode())
+            h.update(html.encode("utf-8", "surrogatepass"))
+        self.key = h.hexdigest()[:16]
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{re.sub(r'[^a-z]+', '_', name)}_{self.key}.json"
+
+    def has(self, name: str) -> bool:
+        return self.folder is not None and self._path(name).is_file()
+
+    def get(self, name: str) -> tuple[dict, float, float]:
+        d = json.loads(self._path(name).read_text(encoding="utf-8"))
+        return d["preds"], d["cpu"], d["wall"]
+
+    def put(self, name: str, preds: dict, cpu: float, wall: float) -> None:
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._path(name).write_text(json.dumps({"preds": preds, "cpu": cpu, "wall": wall}), encoding="utf-8")
 
 
 def bench_snippets(root: Path, args, pages: pd.DataFrame, truth: dict, what: str) -> None:
@@ -347,6 +405,66 @@ def bench_snippets(root: Path, args, pages: pd.DataFrame, truth: dict, what: str
         print(f"{n:<{W}}" + "".join(f"{c:>18}" for c in cells))
 
 
+WCXB_KINDS = ("article", "collection", "listing", "product", "service", "documentation", "forum")
+
+
+def load_wcxb(root: Path, limit: int | None) -> tuple[pd.DataFrame, dict]:
+    """WCXB's dev split (html/<id>.html.gz, ground-truth.json.gz {id: {"text", "url", "type", "lang"}}) in load()'s
+    form, less the pages whose reference text is empty (single-page apps: nothing to score)."""
+    with gzip.open(root / "ground-truth.json.gz", "rt", encoding="utf-8") as fh:
+        truth = {k: v for k, v in json.load(fh).items() if (v.get("text") or "").strip()}
+    rows = []
+    for p in sorted((root / "html").glob("*.html.gz")):
+        key = p.name.split(".")[0]
+        if key in truth:
+            with gzip.open(p, "rt", encoding="utf-8") as fh:
+                rows.append({"id": key, "url": truth[key].get("url"), "html": fh.read()})
+    rows = rows[:limit]
+    df = pd.DataFrame(rows)
+    return df.assign(doc_index=range(len(df))), {r["id"]: truth[r["id"]] for r in rows}
+
+
+def choose_half(page_id: str) -> bool:
+    """A page rules may be chosen by: the first byte of sha256(id) is even. The others are the held-out half."""
+    return hashlib.sha256(page_id.encode()).digest()[0] % 2 == 0
+
+
+def bow_f1(true: str, pred: str | None) -> float:
+    """WCXB's metric on one page: lower-cased \\w+ tokens as bags (multisets) of words, F1 of their overlap."""
+    t, p = Counter(_TOKEN_RE.findall(true.lower())), Counter(_TOKEN_RE.findall((pred or "").lower()))
+    tp = sum((t & p).values())
+    return 2 * tp / (sum(t.values()) + sum(p.values())) if tp else 0.0
+
+
+def bench_kinds(root: Path, args) -> None:
+    """Per page kind, per half: bag-of-words F1 (mean over pages) and pages/s per core of every row."""
+    pages, truth = load_wcxb(root, args.pages)
+    ids = list(pages["id"])
+    choose = np.array([choose_half(k) for k in ids])
+    kinds = np.array([truth[k]["type"] for k in ids])
+    print(f"{len(pages)} pages from {root} (WCXB dev split, pages with a reference text); choose half = even first "
+          f"byte of sha256(id) ({choose.sum()}), held-out half = the rest ({(~choose).sum()}), never chosen by")
+    preds, cpu, wall = time_rows(pages, args)
+    f1 = {n: np.array([bow_f1(truth[k]["text"], preds[n].get(k)) for k in ids]) for n in preds}
+    cols = [k for k in WCXB_KINDS if (kinds == k).any()] + ["all"]
+    for half, mask in (("choose", choose), ("held-out", ~choose)):
+        print(f"\n{half} half: bag-of-words F1, mean per page (pages per kind below the names); pages/s per core "
+              "(process CPU time) and wall over all pages of both halves")
+        print(f"{'extractor':<{W}}" + "".join(f"{c:>14}" for c in cols) + f"{'pages/s cpu':>13}{'wall':>8}")
+        n = [int((mask & (kinds == c)).sum()) if c != "all" else int(mask.sum()) for c in cols]
+        print(f"{'pages':<{W}}" + "".join(f"{x:>14}" for x in n))
+        for name in preds:
+            cells = [f1[name][mask & ((kinds == c) if c != "all" else True)].mean() for c in cols]
+            print(f"{name:<{W}}" + "".join(f"{c:>14.3f}" for c in cells)
+                  + f"{len(pages) / cpu[name]:>13.1f}{len(pages) / wall[name]:>8.1f}", flush=True)
+    base = "trafilatura defaults"
+    for name in [n for n in preds if n != base]:
+        worse = [c for c in cols[:-1] if f1[name][~choose & (kinds == c)].mean() < f1[base][~choose & (kinds == c)]
+                 .mean()]
+        print(f"{name} vs {base} on the held-out half: F1 {f1[name][~choose].mean() - f1[base][~choose].mean():+.4f},"
+              f" {cpu[base] / cpu[name]:.1f}x the pages/s per core; below it on: {', '.join(worse) or 'no kind'}")
+
+
 def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict | None = None) -> None:
     if pages is None:
         pages, truth = load(data_dir, args.pages)
@@ -381,6 +499,12 @@ def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict |
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data_dir", type=Path, nargs="*")
+    ap.add_argument("--wcxb", type=Path, default=None, metavar="DIR",
+                    help="also score WCXB's dev split per page kind (bag-of-words F1, a choose and a held-out half)")
+    ap.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                    help="keep the trafilatura rows' outputs and timings here between runs (not auto's fallback)")
+    ap.add_argument("--skip", action="append", default=[], metavar="ROW",
+                    help="leave out a row by name (e.g. 'extract (fast)'); repeatable")
     ap.add_argument("--newspaper4k", type=Path, default=None, metavar="SDIST_DIR",
                     help="also score newspaper4k's test pages: an unpacked sdist (pip download --no-deps "
                     "--no-binary :all: newspaper4k==0.9.6; tar xzf). Never tuned on: all of it is held out")
@@ -398,10 +522,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="time each row this many times (interleaved), keep the "
                     "fastest")
     args = ap.parse_args()
-    if not (args.data_dir or args.newspaper4k or args.trafilatura_tests or args.trafilatura_eval):
-        ap.error("give a DATA_DIR, --newspaper4k, --trafilatura-tests or --trafilatura-eval")
+    if not (args.data_dir or args.wcxb or args.newspaper4k or args.trafilatura_tests or args.trafilatura_eval):
+        ap.error("give a DATA_DIR, --wcxb, --newspaper4k, --trafilatura-tests or --trafilatura-eval")
     for data_dir in args.data_dir:
         bench(data_dir, args)
+    if args.wcxb is not None:
+        print()
+        bench_kinds(args.wcxb, args)
     if args.newspaper4k is not None:
         print()
         bench(args.newspaper4k, args, *load_newspaper4k(args.newspaper4k, args.pages))

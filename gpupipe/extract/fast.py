@@ -31,6 +31,7 @@ sets only (profiling/bench_extract.py; docs/design.md "Main-text extraction").
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections import Counter
@@ -103,6 +104,16 @@ LEAD_GAP = 300
 LINK_OWN_CHARS = 50
 # a CJK character counts as this many characters in the length tests (one carries about a word's worth)
 CJK_WEIGHT = 3
+# listings and collections (#33): the page's largest group of repeated siblings (_items) with at least MIN_ITEMS
+# items of ITEM_CHARS characters on average (shorter: a menu, a tag cloud); a group outside the main container joins
+# it where the container kept under ITEMS_BESIDE characters. Chosen on the choose half of WCXB's dev split
+# (profiling/bench_extract.py --wcxb; docs/design.md "Page kinds").
+MIN_ITEMS = 3
+ITEM_CHARS = 20
+ITEMS_BESIDE = 2000
+ITEM_OWN = 40
+ITEMS_ARTICLE = 2000
+NOT_ITEMS = frozenset({"p"})
 CJK_RE = re.compile(regex_class(CJK_TEXT, "python"))   # CJK text, punctuation included (kernels/script_class.py)
 WS_RE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
 NL_RE = re.compile(r" *\n[\s]*")
@@ -192,12 +203,21 @@ def _comment_parts(body) -> tuple[set, set, set]:
 
 
 def _clean(tree) -> None:
+    tree.strip_tags(DROP_FIRST)
+    # a hidden element that holds most of the page's text is the page, shown by its script: an anti-flicker wrapper
+    # (style="visibility:hidden" until the scripts load), React's streamed <div hidden id="S:0"> (#33: 5 pages of
+    # WCXB's choose half, all of their text)
+    total = None
     for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
-        if node.tag not in ("html", "body"):
-            node.decompose()
+        if node.tag in ("html", "body"):
+            continue
+        if node.tag == "div" and "itemprop" not in node.attributes:
+            total = total if total is not None else len(tree.body.text(deep=True, separator=" ", strip=True))
+            if len(node.text(deep=True, separator=" ", strip=True)) >= ASIDE_SHARE * total > 0:
+                continue
+        node.decompose()
     # an <aside> or <noscript> that holds most of the page's text is the page's content (a CMS that wraps the article
     # in an aside; a Blogger template that puts the post in a noscript), not a sidebar: it is unwrapped, not dropped
-    tree.strip_tags(DROP_FIRST)
     for tag in UNLESS_MOST:
         found = tree.css(tag)
         if found:
@@ -209,7 +229,7 @@ def _clean(tree) -> None:
             tree.strip_tags([tag])
 
 
-def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
+def _marked_boilerplate(body, page_chars: int, sig: dict) -> tuple[set, set]:
     """mem_ids of elements whose class/id says boilerplate and that do not hold most of the page's text, and of the
     elements whose class/id (or itemprop=articleBody) names them as the body of an article or post.
 
@@ -220,6 +240,7 @@ def _marked_boilerplate(body, page_chars: int) -> tuple[set, set]:
     class_chars: dict[str, int] = {}
     for node in body.traverse(include_text=False):
         a = node.attributes
+        sig[node.mem_id] = (node.tag, DIGITS_RE.sub("", (a.get("class") or "").split(" ")[0]) if a else "")
         if not a:
             continue
         strong, weak, named = _class_kinds(a)
@@ -369,11 +390,13 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     body = tree.body
     if body is None:
         return Result("", 0, 0, 0)
+    product = _product_description(tree)
     _clean(tree)
     if not tables:
         tree.strip_tags(["table"])
     page_chars = len(body.text(deep=True, separator=" ", strip=True))
-    marked, content = _marked_boilerplate(body, page_chars)
+    sig: dict = {}   # mem_id -> (tag, first class name less digits): what makes siblings items of one list
+    marked, content = _marked_boilerplate(body, page_chars, sig)
     blocks = _blocks(body, marked)
     if not blocks:
         return Result("", page_chars, 0, 0, tree)
@@ -397,14 +420,98 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     first = next(i for i, b in enumerate(blocks) if top in b.path)
     last = max(i for i, b in enumerate(blocks) if top in b.path)   # a subtree's blocks are contiguous
     keep = _select(blocks[_lead(blocks, first):last + 1])
+    # a container narrowed to an element named as the body: items outside it are not the page (a widened
+    # guard, any content-named ancestor, cost 0.09 F1 on listings of the choose half: "main-content" is everywhere)
+    keep = _with_items(blocks, keep, _items(blocks, sig), blocks[first].path[:depth[top] + 1], beside=not named)
     if comments:
         keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
+    if product and len(product) > len(text):   # a shop page whose description is only in its schema.org card
+        text = f"{product}\n{text}" if text else product
     if not text.isascii():   # composed characters, as trafilatura returns them (some CMSs write "u" + U+0308)
         text = unicodedata.normalize("NFC", text)
     return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree,
                   prose=sum(b.value for b in blocks if b.value > 0),
                   prose_kept=sum(b.value for b in keep if b.value > 0))
+
+
+def _items(blocks: list[Block], sig: dict) -> set:
+    """mem_ids of the page's largest group of repeated items (a listing's entries, a collection's cards, a results
+    table's rows): the children of one element that share a tag and first class name (digits aside), at least
+    MIN_ITEMS of them, with ITEM_CHARS or more on average, counted over the blocks that are not boilerplate (a
+    marked menu is no group). Empty where the page has none."""
+    chars: dict = {}
+    kids: dict = {}
+    for b in blocks:
+        if b.boiler:
+            continue
+        n, p = len(b.text), b.path
+        for j, a in enumerate(p):
+            chars[a] = chars.get(a, 0) + n
+            if j:
+                kids.setdefault(p[j - 1], set()).add(a)
+    best, best_chars = set(), 0
+    for ks in kids.values():
+        if len(ks) < MIN_ITEMS:
+            continue
+        key, n = Counter(sig.get(k) for k in ks).most_common(1)[0]
+        if n < MIN_ITEMS or key is None or key[0] in NOT_ITEMS:
+            continue
+        group = [k for k in ks if sig.get(k) == key]
+        total = sum(chars[k] for k in group)
+        if total >= ITEM_CHARS * len(group) and total > best_chars:
+            best, best_chars = set(group), total
+    return best
+
+
+def _with_items(blocks: list[Block], keep: list[Block], items: set, top_path: tuple, beside: bool) -> list[Block]:
+    """The kept blocks and the item group's blocks (less marked boilerplate), in document order. Items inside the
+    container join with their link-dense blocks (a listing's titles are links). Where the container is in one of
+    the items (a page of sibling sections), the other items join with the blocks _select keeps (their prose, not
+    the headline lists beside an article). A group outside the container joins it only where `beside` (the
+    container is not narrowed to an element named as the body) and the container kept under ITEMS_BESIDE of prose:
+    beside an article, a list of teasers or an archive is not the page."""
+    if not items:
+        return keep
+    own = [b for b in blocks if not b.boiler and not items.isdisjoint(b.path)]
+    if sum(b.value for b in keep if b.value > 0) >= ITEMS_ARTICLE:
+        own = _select(own)
+    top = top_path[-1]
+    holder = next((a for a in top_path if a in items), None)
+    if holder is not None:
+        others = [b for b in own if holder not in b.path]
+        if sum(len(b.text) - b.link_chars for b in others) < ITEM_OWN * (len(items) - 1):
+            others = _select(others)   # headline lists: links with little text of their own
+        own = [b for b in own if holder in b.path] + others
+    elif not any(top in b.path for b in own) and (
+            not beside or sum(b.value for b in keep if b.value > 0) >= ITEMS_BESIDE):
+        return keep
+    ids = {id(b) for b in keep} | {id(b) for b in own}
+    return [b for b in blocks if id(b) in ids]
+
+
+def _product_description(tree) -> str:
+    """The description in the page's schema.org Product card (JSON-LD), or "": a shop page's text that may be
+    nowhere else in its HTML (rendered by script)."""
+    for node in tree.css('script[type="application/ld+json"]'):
+        raw = node.text()
+        if "Product" not in raw:
+            continue
+        try:
+            stack = [json.loads(raw)]
+        except ValueError:
+            continue
+        while stack:
+            x = stack.pop()
+            if isinstance(x, list):
+                stack.extend(x)
+            elif isinstance(x, dict):
+                kind = x.get("@type")
+                if (kind == "Product" or isinstance(kind, list) and "Product" in kind) \
+                        and isinstance(x.get("description"), str):
+                    return NL_RE.sub("\n", WS_RE.sub(" ", x["description"])).strip()
+                stack.extend(v for v in x.values() if isinstance(v, (list, dict)))
+    return ""
 
 
 def _lead(blocks: list[Block], first: int) -> int:

@@ -73,16 +73,16 @@ def test_stage_extractors_and_reasons(extractor):
 
 
 def test_auto_asks_trafilatura_where_fast_kept_little_of_a_page_with_text():
-    """fast keeps only the short paragraph here (the rest of the page's text is a list of links); the page has more
-    text than that, so auto asks trafilatura, on the page as fast cleaned it, and returns its answer."""
-    links = "".join(f"<li><a href='/s{i}'>Story {i}: how the rivers of the north carve their valleys in the ice "
-                    f"ages</a></li>" for i in range(5))
+    """fast keeps only the short paragraph here (the rest of the page's text is a list of short links: a menu, not a
+    listing's items); the page has more text than that, so auto asks trafilatura, on the page as fast cleaned it, and
+    returns its answer."""
+    links = "".join(f"<li><a href='/s{i}'>Story {i} on ice</a></li>" for i in range(14))
     html = (f"<html><body><nav><a href='/'>Home</a></nav><script>var tracker = 1;</script><article>"
             f"<p>A short note on rivers, under two hundred characters.</p><ul>{links}</ul></article></body></html>")
     fast = extract_text(html)
     assert fast.content_chars < 200 < fast.page_chars
     cleaned = fast.cleaned_html()
-    assert "<script" not in cleaned and "<nav" not in cleaned and "Story 4: how the rivers" in cleaned
+    assert "<script" not in cleaned and "<nav" not in cleaned and "Story 13 on ice" in cleaned
     kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
     assert stats.extra["extract_fallback"] == 1
     expected = trafilatura_extractor(ExtractConfig())(cleaned, "https://example.com/docs") or fast.text
@@ -90,12 +90,13 @@ def test_auto_asks_trafilatura_where_fast_kept_little_of_a_page_with_text():
 
 
 def test_auto_asks_trafilatura_where_the_prose_is_spread_over_sections():
-    """A landing page: three sections of prose between link lists. fast keeps one section (a maximum subtree), a
-    third of the page's prose, so auto asks trafilatura, which reads them all."""
+    """A landing page: three sections of prose, each in a wrapper of its own kind, between link lists. fast keeps
+    one section (a maximum subtree), a third of the page's prose, so auto asks trafilatura, which reads them all."""
     links = "<ul>" + "".join(f"<li><a href='/s{i}'>Another section of the site, number {i}, with a long name</a></li>"
                              for i in range(16)) + "</ul>"
-    sections = [f"<section><h2>Part {n}</h2><p>{PROSE.replace('Rivers', n)}</p><p>{PROSE.replace('Rivers', n + 's')}"
-                f"</p></section>" for n in ("Glacier", "Delta", "Canyon")]
+    sections = [f"<{tag}><h2>Part {n}</h2><p>{PROSE.replace('Rivers', n)}</p><p>{PROSE.replace('Rivers', n + 's')}"
+                f"</p></{tag.split()[0]}>" for tag, n in (("section", "Glacier"), ("div class='part'", "Delta"),
+                                                          ("section class='more'", "Canyon"))]
     html = f"<html><body><main>{sections[0]}{links}{sections[1]}{links}{sections[2]}</main></body></html>"
     fast = extract_text(html)
     assert fast.content_chars >= 200 and fast.prose_kept < 0.5 * fast.prose
@@ -104,6 +105,74 @@ def test_auto_asks_trafilatura_where_the_prose_is_spread_over_sections():
     text = kept["text"].iloc[0]
     assert text == trafilatura_extractor(ExtractConfig())(fast.cleaned_html(), "https://example.com/docs")
     assert all(f"{n} carve" in text for n in ("Glacier", "Delta", "Canyon"))
+
+
+def test_repeated_sections_are_all_kept():
+    """A service page: three sections of one kind (same tag and class) between link lists are the page's items:
+    fast keeps them all, without trafilatura, and not the link lists between them."""
+    links = "<ul>" + "".join(f"<li><a href='/s{i}'>Another section of the site, number {i}</a></li>"
+                             for i in range(2)) + "</ul>"
+    sections = [f"<section class='block'><h2>Part {n}</h2><p>{PROSE.replace('Rivers', n)}</p>"
+                f"<p>{PROSE.replace('Rivers', n + 's')}</p></section>" for n in ("Glacier", "Delta", "Canyon")]
+    html = f"<html><body><main>{sections[0]}{links}{sections[1]}{links}{sections[2]}</main></body></html>"
+    fast = extract_text(html)
+    assert all(f"{n} carve" in fast.text and f"Part {n}" in fast.text for n in ("Glacier", "Delta", "Canyon"))
+    assert "Another section of the site" not in fast.text and fast.prose_kept == fast.prose
+    kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
+    assert stats.extra["extract_fallback"] == 0 and kept["text"].iloc[0] == fast.text
+
+
+def _listing(rows: int, title_len: int = 60) -> str:
+    """A Hacker-News-like listing: a table of ranked link titles, every cell mostly link text."""
+    return "".join(f"<tr class='athing'><td>{i}.</td><td><a href='/item{i}'>{f'Story {i} about rivers ':x<{title_len}}"
+                   f"</a> (rivers{i}.example.com)</td></tr>" for i in range(1, rows + 1))
+
+
+def test_listing_titles_are_kept_though_they_are_links():
+    """A listing page's items are link titles (link-dense blocks, boilerplate by themselves): as a group of repeated
+    siblings holding the page's text they are its content, each row once, in order; a short menu is no group."""
+    menu = "<ul class='links'>" + "".join(f"<li><a href='/m{i}'>Menu {i}</a></li>" for i in range(6)) + "</ul>"
+    html = f"<html><body>{menu}<p>New stories.</p><table>{_listing(8)}</table></body></html>"
+    text = extract_text(html).text
+    lines = [line for line in text.split("\n") if "about rivers" in line]
+    assert len(lines) == 8 and all(line.startswith(f"{i}. | Story {i} ") for i, line in enumerate(lines, 1)), text
+    assert "(rivers8.example.com)" in text and "Menu 3" not in text
+
+
+def test_items_beside_an_article_body_are_not_the_page():
+    """Items outside the main container join it only where it kept little: a long article keeps its archive list
+    out; a short text beside a long list is a listing's intro (test_content_named_container_wins_over_teasers_beside_it:
+    a container narrowed to the article's named body keeps them out too)."""
+    archive = "<ul class='archive'>" + "".join(f"<li><a href='/p{i}'>An older post of this blog, number {i}, on "
+                                               f"rivers</a> - 3 May</li>" for i in range(12)) + "</ul>"
+    long_article = "".join(f"<p>{PROSE.replace('Rivers', f'Rivers{i}')}</p>" for i in range(16))
+    text = extract_text(f"<html><body><div class='x'>{long_article}</div>{archive}</body></html>").text
+    assert "Rivers15 carve" in text and "An older post" not in text
+    text = extract_text(f"<html><body><div class='x'><p>{PROSE}</p></div>{archive}</body></html>").text
+    assert "Rivers carve" in text and "An older post of this blog, number 11" in text
+
+
+def test_a_hidden_wrapper_holding_the_page_is_kept():
+    """An anti-flicker wrapper (visibility:hidden until the scripts run) or React's streamed <div hidden id="S:0">
+    that holds most of the page's text is the page; a small hidden element is still dropped."""
+    body = f"<h1>Rivers</h1><p>{PROSE}</p><p>{PROSE.replace('Rivers', 'Glaciers')}</p>"
+    popup = "<div style='display:none'><p>Subscribe to our newsletter for weekly river news and offers.</p></div>"
+    for wrap in (f"<div style='visibility:hidden;min-height:100vh'>{body}</div>", f"<div hidden id='S:0'>{body}</div>"):
+        text = extract_text(f"<html><body><div id='root'></div>{wrap}{popup}</body></html>").text
+        assert "Rivers carve" in text and "Glaciers carve" in text and "Subscribe" not in text, wrap
+
+
+def test_product_description_from_its_schema_card_where_the_page_has_less():
+    """A shop page rendered by script: its HTML holds little text, its schema.org Product card (JSON-LD) the
+    description, which comes first; where the page's own text is longer, the card adds nothing."""
+    card = ('<script type="application/ld+json">{"@context": "https://schema.org", "@graph": [{"@type": "Product", '
+            '"name": "River mug", "description": "A stoneware mug glazed in river blue.\\nHolds 350 ml; '
+            'dishwasher safe."}]}</script>')
+    html = f"<html><head>{card}</head><body><div id='app'><p>Add to cart</p></div></body></html>"
+    assert extract_text(html).text == "A stoneware mug glazed in river blue.\nHolds 350 ml; dishwasher safe.\nAdd to cart"
+    long = f"<html><head>{card}</head><body><main><p>{PROSE}</p></main></body></html>"
+    text = extract_text(long).text
+    assert "Rivers carve" in text and "stoneware" not in text
 
 
 def _post(author: str, words: str) -> str:
