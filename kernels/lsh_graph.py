@@ -114,14 +114,41 @@ def _gather_segments(xp, flat, offsets, rows):
     return flat[starts[owner] + xp.arange(total, dtype=np.int64) - (ends - lens)[owner]], owner
 
 
-def jaccard_array(flat, offsets, ia, ib):
+GRAPH_BYTES = 512 << 20   # device memory the array forms' temporaries may take at once (edges or bands per round)
+_JACCARD_BYTES_PER_VALUE = 96   # gathered value: value, edge, order, sorted copies, flags (measured over the stand-in)
+_STAR_BYTES_PER_ROW = 112       # (band, hash, doc) row: the rows, three stable argsorts' orders and gathers
+
+
+def _cuts(ends, step: int) -> list[int]:
+    """Cut points [0, ..., n] of a running total `ends` (cumsum of n sizes, numpy) into rounds of at most `step`
+    each (an item larger than step goes alone)."""
+    n = ends.shape[0]
+    cuts = [0]
+    while cuts[-1] < n:
+        before = int(ends[cuts[-1] - 1]) if cuts[-1] else 0
+        cuts.append(max(cuts[-1] + 1, int(np.searchsorted(ends, before + step, side="right"))))
+    return cuts if n else [0, 0]
+
+
+def jaccard_array(flat, offsets, ia, ib, *, max_bytes: int | None = None):
     """float64 per edge: the Jaccard similarity of sets ia[e] and ib[e] (segments of a distinct_sets_array
-    result); 1.0 where both are empty, as fuzzy/verify._jaccard."""
+    result); 1.0 where both are empty, as fuzzy/verify._jaccard. Edges go in rounds whose gathered values take at
+    most `max_bytes` (GRAPH_BYTES) of temporaries, so a hub shared by many edges cannot exhaust the device."""
     xp = _xp(flat)
     flat, offsets = xp.asarray(flat, np.uint64), xp.asarray(offsets, np.int64)
     ia, ib = xp.asarray(ia, np.int64), xp.asarray(ib, np.int64)
     if ia.shape[0] == 0:
         return xp.zeros(0, np.float64)
+    step = max(1, (GRAPH_BYTES if max_bytes is None else max_bytes) // _JACCARD_BYTES_PER_VALUE)
+    sizes = (offsets[ia + 1] - offsets[ia]) + (offsets[ib + 1] - offsets[ib])
+    cuts = _cuts(np.cumsum(to_host(sizes)), step)   # one host copy of 8 bytes an edge
+    if len(cuts) > 2:
+        return xp.concatenate([_jaccard_round(xp, flat, offsets, ia[e0:e1], ib[e0:e1])
+                               for e0, e1 in zip(cuts[:-1], cuts[1:])])
+    return _jaccard_round(xp, flat, offsets, ia, ib)
+
+
+def _jaccard_round(xp, flat, offsets, ia, ib):
     va, ea = _gather_segments(xp, flat, offsets, ia)
     vb, eb = _gather_segments(xp, flat, offsets, ib)
     edge, value = xp.concatenate([ea, eb]), xp.concatenate([va, vb])
@@ -145,7 +172,14 @@ def _scatter_min(xp, a, index, values):
 
 def components_array(u, v):
     """(doc, cluster) int64 arrays over the docs on an edge (doc ascending): cluster = the smallest doc of the
-    connected component, as union-find gives it."""
+    connected component, as union-find gives it.
+
+    FastSV-style (Zhang, Azad, Hu 2020): each round hooks the parents of both endpoints (stochastic hooking) and
+    the endpoints themselves (aggressive hooking) onto the other side's grandparent, then jumps pointers until
+    every node points at a root. Hooking roots merges whole trees per round, where hooking endpoints alone moved a
+    label one hop per round along a long chain. Labels only fall and stay inside their component, so the smallest
+    node of a component ends as everyone's root.
+    """
     xp = _xp(u)
     u, v = xp.asarray(u, np.int64), xp.asarray(v, np.int64)
     nodes = xp.unique(xp.concatenate([u, v]))
@@ -155,11 +189,14 @@ def components_array(u, v):
     # labels are node positions (uint64: CUDA's atomicMin takes unsigned 64-bit), so the smallest doc wins
     label = xp.arange(nodes.shape[0], dtype=np.uint64)
     while True:
-        m = xp.minimum(label[ui], label[vi])
+        pu, pv = label[ui], label[vi]
+        gu, gv = label[pu.astype(np.int64)], label[pv.astype(np.int64)]
         new = label.copy()
-        _scatter_min(xp, new, ui, m)
-        _scatter_min(xp, new, vi, m)
-        while True:                          # pointer jumping: every node to its label's label, until settled
+        _scatter_min(xp, new, pu.astype(np.int64), gv)   # stochastic hooking: u's parent onto v's grandparent
+        _scatter_min(xp, new, pv.astype(np.int64), gu)
+        _scatter_min(xp, new, ui, gv)                     # aggressive hooking: the endpoints too
+        _scatter_min(xp, new, vi, gu)
+        while True:                          # shortcutting: every node to its label's label, until settled
             jumped = new[new.astype(np.int64)]
             if bool((jumped == new).all()):
                 break
@@ -325,11 +362,24 @@ def star_edges_keys(keys, doc):
     """The star edges of an (n, bands) band-key matrix whose row i is document doc[i] (u < v, sorted, each once)."""
     xp = _xp(keys)
     if xp is not np:
-        n, bands = keys.shape
-        return star_edges_array(xp.repeat(xp.arange(bands, dtype=np.int64), n), keys.T.reshape(-1),
-                                xp.tile(xp.asarray(doc, np.int64), bands))
+        return _star_edges_key_rounds(xp, keys, xp.asarray(doc, np.int64), GRAPH_BYTES)
     workers = max(1, min(keys.shape[1], numba.get_num_threads()))
     return unique_pairs(*_star_matrix(np.ascontiguousarray(keys, np.uint64), np.asarray(doc, np.int64), workers))
+
+
+def _star_edges_key_rounds(xp, keys, doc, max_bytes: int):
+    """star_edges_array over groups of bands, each group's (band, hash, doc) rows within max_bytes of temporaries;
+    the groups' edges (each unique within its group) are merged once at the end."""
+    n, bands = keys.shape
+    per = max(1, min(bands, max_bytes // max(1, n * _STAR_BYTES_PER_ROW)))
+    u = v = None
+    for b0 in range(0, bands, per):
+        b1 = min(bands, b0 + per)
+        gu, gv = star_edges_array(xp.repeat(xp.arange(b0, b1, dtype=np.int64), n),
+                                  xp.ascontiguousarray(keys[:, b0:b1].T).reshape(-1), xp.tile(doc, b1 - b0))
+        # merged as we go: what is held is the distinct edges so far (the output) plus one group's
+        u, v = (gu, gv) if u is None else unique_pairs(xp.concatenate([u, gu]), xp.concatenate([v, gv]))
+    return u, v
 
 
 def jaccard(flat, offsets, ia, ib):

@@ -190,6 +190,9 @@ __device__ __forceinline__ void progression_chunks(
         const int kk = m < (long long)k ? (int)m : k;
         const long long n_sh = m == 0 ? 0 : m - kk + 1;
         const int count = (int)(n_sh - first < MH_CHUNK ? n_sh - first : MH_CHUNK);
+        // The host plans chunks from byte counts (>= shingles): a chunk past the last shingle has nothing to do.
+        // count is block-uniform, so the whole block skips together and every __syncthreads stays matched.
+        if (count <= 0) continue;
         __syncthreads();  // the last item's tile and minima are no longer read
         for (int i = threadIdx.x; i < count; i += nt) {
             u64 acc = 0;

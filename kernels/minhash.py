@@ -644,9 +644,11 @@ def _gpu_params() -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _gpu_params_on_device(device_id: int):
+    """The params on the device, once per process: copied synchronously (blocking=True), so every stream may read
+    them whichever stream was current at the first call (an async copy would be ordered on that stream only)."""
     import cupy as cp
 
-    return cp.asarray(_gpu_params())
+    return cp.asarray(_gpu_params(), blocking=True)
 
 
 def _gpu_batches(offsets: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
@@ -698,9 +700,10 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
 
     d_data = cp.ascontiguousarray(cp.asarray(data))
     d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
-    _check_inputs(d_data, d_offsets, word_k, char_k)
-    # n + 1 integers to plan the batches on the host (a device-to-host copy if they are on the GPU)
+    # n + 1 integers to plan the batches on the host (a device-to-host copy if they are on the GPU), checked there:
+    # no device sync for the check, and none per batch below (work items are planned from byte counts)
     host_offsets = offsets if isinstance(offsets, np.ndarray) else cp.asnumpy(d_offsets)
+    _check_inputs(d_data, host_offsets, word_k, char_k)
     a, b = _check_permutations(cp.asnumpy(a), cp.asnumpy(b))
     num_perm = a.shape[0]
     n_docs = d_offsets.shape[0] - 1
@@ -741,15 +744,17 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
                            (offs, np.int64(n), base, flags[d0:d1], units, n_units, d_a, d_b,
                             np.int32(num_perm), np.int32(word_k), np.int32(char_k), params, out[d0:d1]))
                 continue
-            # work items: chunks of _GPU_CHUNK shingles, (document, first shingle), from the unit counts
-            per_doc = -(-_shingle_counts(n_units[:n], flags[d0:d1], word_k, char_k) // _GPU_CHUNK)
-            ends = cp.cumsum(per_doc)
-            total = int(ends[-1])   # one sync a batch: the number of work items
+            # work items: chunks of _GPU_CHUNK shingles, (document, first shingle), planned on the host from byte
+            # counts (a document has at most one shingle per byte), so no sync waits for the unit counts; a chunk
+            # past a document's last shingle does nothing
+            per_doc = -(-np.diff(host_offsets[d0:d1 + 1].astype(np.int64)) // _GPU_CHUNK)
+            ends = np.cumsum(per_doc)
+            total = int(ends[-1])
             out[d0:d1].fill(EMPTY)   # the kernel lowers it with atomicMin; no shingle: stays EMPTY
             if total:
-                item = cp.arange(total, dtype=cp.int64)
-                chunk_doc = cp.searchsorted(ends, item, side="right")
-                chunk_first = (item - (ends - per_doc)[chunk_doc]) * _GPU_CHUNK
+                chunk_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
+                chunk_first = (np.arange(total, dtype=np.int64) - (ends - per_doc)[chunk_doc]) * _GPU_CHUNK
+                chunk_doc, chunk_first = cp.asarray(chunk_doc), cp.asarray(chunk_first)
                 prog_kernel((min(total, _GPU_MAX_BLOCKS),), (_GPU_MAX_SIG_BLOCK,),
                             (offs, base, flags[d0:d1], units, n_units, chunk_doc, chunk_first, np.int64(total),
                              np.uint64(a[0]), np.uint64(b[0]), np.uint64(steps[0]), np.uint64(steps[1]),

@@ -15,7 +15,9 @@ cluster members alone. Only numpy and numba are imported here; CuPy where device
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import os
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -100,17 +102,21 @@ def device_band_keys(data, offsets, cjk, params: ChainParams, timer=_no_timer, o
     host_offsets = np.asarray(cp.asnumpy(offsets) if hasattr(offsets, "get") else offsets).astype(np.int64)
     n = host_offsets.shape[0] - 1
     flags = np.asarray(cp.asnumpy(cjk) if hasattr(cjk, "get") else cjk, np.uint8)
-    d_cjk = cp.asarray(np.ascontiguousarray(np.broadcast_to(flags, (n,))))
-    keys = cp.empty((n, params.bands), dtype=cp.uint64)
-    if isinstance(data, np.ndarray):
-        check_buffers(data, host_offsets)
-        base = int(host_offsets[0])
-        rel = host_offsets - base                 # the device copy holds data[base:] only
-        d_data = cp.empty(max(1, int(rel[-1])), dtype=cp.uint8)
-    else:
-        base, rel, d_data = 0, host_offsets, cp.asarray(data)
-    batches = mh._gpu_batches(rel, mh.GPU_BATCH_BYTES) if n else []
+    check_buffers(data, host_offsets)             # on the host offsets: no device sync, device data or not
     copy_stream, compute = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    # Non-blocking streams do not wait for the legacy default stream: the caller's device buffers (cuDF's, or
+    # arrays made on its current stream) are ordered before the compute stream's first read by an event.
+    compute.wait_event(cp.cuda.get_current_stream().record())
+    with compute:                                 # everything the kernels read is written on their stream
+        d_cjk = cp.asarray(np.ascontiguousarray(np.broadcast_to(flags, (n,))))
+        keys = cp.empty((n, params.bands), dtype=cp.uint64)
+        if isinstance(data, np.ndarray):
+            base = int(host_offsets[0])
+            rel = host_offsets - base             # the device copy holds data[base:] only
+            d_data = cp.empty(max(1, int(rel[-1])), dtype=cp.uint8)
+        else:
+            base, rel, d_data = 0, host_offsets, cp.asarray(data)
+    batches = mh._gpu_batches(rel, mh.GPU_BATCH_BYTES) if n else []
 
     def signatures(d0, d1):
         return mh.minhash_gpu(d_data, rel[d0:d1 + 1], d_cjk[d0:d1], a, b, params.word_k, params.char_k)
@@ -144,7 +150,7 @@ def device_band_keys(data, offsets, cjk, params: ChainParams, timer=_no_timer, o
             buf = staging[i % 2]
             if free[i % 2] is not None:
                 free[i % 2].synchronize()         # its previous copy is done: it may be overwritten
-            buf[:b1 - b0] = data[base + b0:base + b1]
+            _stage(buf, data[base + b0:base + b1])
             with copy_stream:
                 d_data[b0:b1].set(buf[:b1 - b0], stream=copy_stream)
                 free[i % 2] = copied = copy_stream.record()
@@ -153,6 +159,28 @@ def device_band_keys(data, offsets, cjk, params: ChainParams, timer=_no_timer, o
                 keys[d0:d1] = mh.band_keys_array(signatures(d0, d1), params.bands, params.rows)
         compute.synchronize()
     return d_data, cp.asarray(rel), d_cjk, keys
+
+
+STAGE_THREADS = min(8, os.cpu_count() or 1)
+_STAGE_POOL: list = []
+
+
+def _stage(dst, src) -> None:
+    """dst[:len(src)] = src with up to STAGE_THREADS threads (numpy's copy releases the GIL), at least 8 MiB each:
+    one core's memcpy into pinned memory is slower than the PCIe link the staged batch then crosses."""
+    n = src.shape[0]
+    parts = min(STAGE_THREADS, max(1, n >> 23))
+    if parts == 1:
+        dst[:n] = src
+        return
+    if not _STAGE_POOL:
+        _STAGE_POOL.append(concurrent.futures.ThreadPoolExecutor(STAGE_THREADS, thread_name_prefix="gpupipe-stage"))
+    cuts = np.linspace(0, n, parts + 1).astype(np.int64)
+
+    def copy(i):
+        dst[cuts[i]:cuts[i + 1]] = src[cuts[i]:cuts[i + 1]]
+
+    list(_STAGE_POOL[0].map(copy, range(parts)))
 
 
 GATHER_BYTES = 256 << 20   # candidate text gathered per round (on the GPU its index arrays cost 16 bytes a byte)

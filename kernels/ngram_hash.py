@@ -56,7 +56,8 @@ from ._cuda import raw_module
 from .script_class import CJK, is_cjk
 from .strings import check_buffers
 # Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
-from .minhash import _gpu_batches, _gpu_params, _gpu_params_on_device  # noqa: F401
+from .minhash import _device_batches, _gpu_batches, _gpu_params, _gpu_params_on_device  # noqa: F401
+from .minhash import _one_document_on_host
 from .minhash import (ASCII_SEPARATORS, BS, UNICODE_SEPARATOR_RANGES, _SEP_TABLE, _chunk_bounds, _compact,
                       _cjk_flags, _is_separator, _unit_hash, _utf8_len)
 
@@ -120,12 +121,13 @@ class NgramTable:
         return int(self.hashes.size)
 
     def on_device(self):
-        """(hashes, directory, filter) as CuPy arrays on the current device, copied once per device."""
+        """(hashes, directory, filter) as CuPy arrays on the current device, copied once per device, synchronously
+        (blocking=True): later lookups read them on whatever stream is current then."""
         import cupy as cp
 
         dev = cp.cuda.Device().id
         if dev not in self._device:
-            self._device[dev] = (cp.asarray(self.hashes), cp.asarray(self.directory), cp.asarray(self.filter))
+            self._device[dev] = tuple(cp.asarray(a, blocking=True) for a in (self.hashes, self.directory, self.filter))
         return self._device[dev]
 
 
@@ -514,13 +516,13 @@ def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
 
     d_data = cp.ascontiguousarray(cp.asarray(data))
     d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
-    check_buffers(d_data, d_offsets)
     host_offsets = offsets if isinstance(offsets, np.ndarray) else cp.asnumpy(d_offsets)
+    check_buffers(d_data, host_offsets)   # on the host's copy: no device sync
     table = _as_table(table)
     lengths = _lengths(word, char)
     n_docs = d_offsets.shape[0] - 1
-    if n_docs and int(np.diff(host_offsets.astype(np.int64)).max()) >= 1 << 31:
-        raise ValueError("a document of 2 GiB or more: unit spans are int32 on the GPU")
+    if batch_bytes >= 1 << 31:
+        raise ValueError("batch_bytes of 2 GiB or more: unit spans are int32 on the GPU")
     hit_offsets = cp.zeros(n_docs + 1, dtype=cp.int64)
     if n_docs == 0 or len(table) == 0:
         empty = cp.empty(0, dtype=cp.int64)
@@ -536,16 +538,25 @@ def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
     k = tuple(np.int32(x) for x in lengths)
     n_hashes = np.int64(len(table))
 
-    batches = _gpu_batches(host_offsets, batch_bytes)
-    most_bytes = max(int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches)
+    # A document larger than a batch goes through the CPU twin (its bytes alone copied to the host), as in MinHash:
+    # the device scratch (16 bytes per text byte of a batch) stays bounded by batch_bytes whatever the longest one.
+    batches, oversize = _device_batches(host_offsets, batch_bytes)
+    every = sorted([(d0, d1, True) for d0, d1 in batches] + [(d0, d1, False) for d0, d1 in oversize])
+    most_bytes = max((int(host_offsets[d1] - host_offsets[d0]) for d0, d1 in batches), default=1)
     units = cp.empty(max(1, most_bytes), dtype=cp.uint64)  # a document has <= 1 unit per byte
     spans = cp.empty((2, max(1, most_bytes)), dtype=cp.int32)
-    n_units = cp.empty(max(d1 - d0 for d0, d1 in batches), dtype=cp.int64)
+    n_units = cp.empty(max((d1 - d0 for d0, d1 in batches), default=1), dtype=cp.int64)
     counts = cp.zeros(n_docs, dtype=cp.int64)
     docs_per_block = _GPU_BLOCK // 32
     pieces = []  # per batch: (pos, start, end)
     with _nvtx_range("gpupipe/kernel/ngram_hash"):
-        for d0, d1 in batches:
+        for d0, d1, on_device in every:
+            if not on_device:
+                data_h, offs_h, flag_h = _one_document_on_host(d_data, host_offsets, flags, d0)
+                hits = ngram_lookup_cpu(data_h, offs_h, flag_h, table, word, char)
+                counts[d0] = int(hits.hit_offsets[-1])
+                pieces.append(cp.asarray(np.stack([hits.pos, hits.start, hits.end])))
+                continue
             n = d1 - d0
             base = np.int64(host_offsets[d0])  # the batch's first byte: scratch index 0
             offs = d_offsets[d0:d1 + 1]

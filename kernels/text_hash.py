@@ -149,7 +149,7 @@ def _gpu_params(chunk: int) -> np.ndarray:
 def _gpu_params_on_device(chunk: int, device_id: int):
     import cupy as cp
 
-    return cp.asarray(_gpu_params(chunk))
+    return cp.asarray(_gpu_params(chunk), blocking=True)   # readable from any stream (see minhash's twin)
 
 
 def text_hash_gpu(data, offsets, *, chunk: int = GPU_CHUNK):

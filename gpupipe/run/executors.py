@@ -233,7 +233,8 @@ class DaskExecutor:
 
             # each GPU's worker advertises it: device stations' tasks go there (`map`); CPU workers started
             # against the same scheduler with `--resources CPU=1` take the host stations
-            self._cluster = LocalCUDACluster(resources={"GPU": 1}, **cuda_cluster_kwargs(gpu or GpuClusterConfig()))
+            kwargs = installed_rapids_only(cuda_cluster_kwargs(gpu or GpuClusterConfig()))
+            self._cluster = LocalCUDACluster(resources={"GPU": 1}, **kwargs)
             self.client = Client(self._cluster)
         else:
             from distributed import LocalCluster
@@ -303,6 +304,33 @@ def cuda_cluster_kwargs(gpu: GpuClusterConfig) -> dict[str, Any]:
         kwargs["rmm_pool_size"] = gpu.rmm_pool_size
     if gpu.rmm_allocator_libs and (gpu.rmm_async or gpu.rmm_pool_size):
         kwargs["rmm_allocator_external_lib_list"] = list(gpu.rmm_allocator_libs)
+    return kwargs
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def installed_rapids_only(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The LocalCUDACluster kwargs this machine can honour. dask-cuda (>= 24.10) imports cuDF on every worker for
+    enable_cudf_spill and RMM for a pool, async resource or RMM allocator of other libraries: without them the
+    cluster would fail to start, and CuPy-only mode (the README's) needs neither. A dropped setting is named in a
+    warning; with cuDF and RMM installed the settings pass unchanged."""
+    kwargs = dict(kwargs)
+    if kwargs.get("enable_cudf_spill") and not _importable("cudf"):
+        logging.getLogger(__name__).warning(
+            "executor.gpu.enable_cudf_spill is on but cuDF is not installed: starting dask-cuda without cuDF "
+            "spilling (CuPy-only mode; install RAPIDS cuDF to spill device frames)")
+        kwargs["enable_cudf_spill"] = False
+    rmm_keys = [k for k in ("rmm_pool_size", "rmm_async", "rmm_allocator_external_lib_list") if kwargs.get(k)]
+    if rmm_keys and not _importable("rmm"):
+        logging.getLogger(__name__).warning(
+            "executor.gpu %s set but RMM is not installed: dask-cuda's workers allocate with CuPy's own memory "
+            "pool instead (install rmm to use an RMM pool)", "/".join(rmm_keys))
+        for k in rmm_keys:
+            kwargs.pop(k)
     return kwargs
 
 
