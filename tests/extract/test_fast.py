@@ -85,7 +85,9 @@ def test_auto_asks_trafilatura_where_fast_kept_little_of_a_page_with_text():
     assert "<script" not in cleaned and "<nav" not in cleaned and "Story 13 on ice" in cleaned
     kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
     assert stats.extra["extract_fallback"] == 1
-    expected = trafilatura_extractor(ExtractConfig())(cleaned, "https://example.com/docs") or fast.text
+    # auto's fallback: trafilatura with the stage's options but its default balance (AUTO_FALLBACK_PRECISION)
+    fallback = trafilatura_extractor(ExtractConfig(favor_precision=False))
+    expected = fallback(cleaned, "https://example.com/docs") or fast.text
     assert kept["text"].iloc[0] == expected
 
 
@@ -103,7 +105,8 @@ def test_auto_asks_trafilatura_where_the_prose_is_spread_over_sections():
     kept, _, stats = _stage(extractor="auto").run_partition(_frame([html]))
     assert stats.extra["extract_fallback"] == 1
     text = kept["text"].iloc[0]
-    assert text == trafilatura_extractor(ExtractConfig())(fast.cleaned_html(), "https://example.com/docs")
+    fallback = trafilatura_extractor(ExtractConfig(favor_precision=False))
+    assert text == fallback(fast.cleaned_html(), "https://example.com/docs")
     assert all(f"{n} carve" in text for n in ("Glacier", "Delta", "Canyon"))
 
 

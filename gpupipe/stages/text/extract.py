@@ -48,6 +48,11 @@ AUTO_FALLBACK_CHARS = 200
 # service page). Chosen on the tune half of trafilatura's evaluation set (990 pages, bench_extract.py
 # --trafilatura-eval): 1.6 % more of its pages fall back, F1 +0.0026 there; 2 pages of each half of the 181 do.
 AUTO_PROSE_SHARE = 0.5
+# auto's fallback runs trafilatura with its default balance of precision and recall, not favor_precision: the pages
+# it gets are those fast read as thin or spread (listings, collections, landing pages), where precision mode keeps
+# the least. On the choose half of WCXB's dev split (bench_extract.py --wcxb, #33) collection F1 0.633 -> 0.663,
+# service 0.800 -> 0.804, all 0.8174 -> 0.8206; the tune half of the 181 news pages unchanged (0.9786).
+AUTO_FALLBACK_PRECISION = False
 
 
 class ExtractConfig(Strict):
@@ -58,7 +63,7 @@ class ExtractConfig(Strict):
     # `extractor: trafilatura` with favor_precision, tables kept and comments dropped is the user's spec's setting;
     # these options also drive auto's fallback.
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "auto"
-    favor_precision: bool = True        # trafilatura (and auto's fallback) only
+    favor_precision: bool = True        # trafilatura only (auto's fallback balances, AUTO_FALLBACK_PRECISION)
     include_tables: bool = True         # resiliparse: false skips <table> elements
     include_comments: bool = False      # readers' comments after the main text (every extractor)
     fallback: bool = True               # trafilatura's readability/jusText fallbacks when its own heuristics fail
@@ -107,9 +112,9 @@ def fast_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str | None
 
 
 class _Auto:
-    """fast first; trafilatura (the configured options), on the page as fast cleaned it, where fast kept under
-    AUTO_FALLBACK_CHARS characters of a page that has more text than that, or under AUTO_PROSE_SHARE of the page's
-    prose. A page whose text (less scripts, menus, footers, hidden parts) is that short anyway, such as an error
+    """fast first; trafilatura (the configured options, favor_precision aside: AUTO_FALLBACK_PRECISION), on the page
+    as fast cleaned it, where fast kept under AUTO_FALLBACK_CHARS characters of a page that has more text than that,
+    or under AUTO_PROSE_SHARE of the page's prose. A page whose text (less scripts, menus, footers, hidden parts) is that short anyway, such as an error
     page, a redirect or a script-only shell, common in a crawl, is left to fast: trafilatura cannot find more there,
     and would cost its full time per page. Text that came from trafilatura is returned as `Fallback` (a str), so
     the stage counts fallbacks without state on the extractor."""
@@ -117,7 +122,8 @@ class _Auto:
     def __init__(self, cfg: ExtractConfig) -> None:
         from gpupipe.extract.fast import extract_text
 
-        self._fast, self._slow = extract_text, trafilatura_extractor(cfg)
+        self._fast = extract_text
+        self._slow = trafilatura_extractor(cfg.model_copy(update={"favor_precision": AUTO_FALLBACK_PRECISION}))
         self._tables, self._comments = cfg.include_tables, cfg.include_comments
 
     def __call__(self, html: str, url: str | None) -> str | None:
