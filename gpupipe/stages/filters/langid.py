@@ -117,8 +117,10 @@ class LangIdConfig(Strict):
             raise KeyProblem("merge", f"each language may be merged into one other only, and not be a target: "
                                       f"{self.merge}")
         user_merge = self.merge != LangIdConfig.model_fields["merge"].default_factory()
-        codes = ((self.keep or []) + (list(self.min_score) if isinstance(self.min_score, dict) else [])
-                 + (sources if user_merge else []))
+        # the default thresholds name zh and en: a model of other languages simply never meets those keys
+        user_scores = self.min_score if isinstance(self.min_score, dict) and "min_score" in self.model_fields_set \
+            else {}
+        codes = (self.keep or []) + list(user_scores) + (sources if user_merge else [])
         if not codes:
             return self
         model = self.model or default_model_path()
@@ -128,8 +130,7 @@ class LangIdConfig(Strict):
             raise KeyProblem("model", f"not a fastText model: {model} ({e})") from None
         targets = known | set(self.merge)
         for key, values, allowed in (("keep", self.keep or [], targets),
-                                     ("min_score", self.min_score if isinstance(self.min_score, dict) else [],
-                                      targets | {"default"}),
+                                     ("min_score", user_scores, targets | {"default"}),
                                      ("merge", sources if user_merge else [], known)):
             unknown = [c for c in values if c not in allowed]
             if unknown:
