@@ -25,6 +25,7 @@ ROWS = [
     ("host syncs per batch (minhash)", ["syncs_do_not_grow"]),
     ("device memory bound (hub and star)", ["memory_bound"]),
     ("components on long chains (FastSV rounds)", ["components_hook"]),
+    ("end-to-end script (gpu_near_dedup_e2e.py) at 4 MB", ["end_to_end_script"]),
 ]
 DEVICE_ONLY = ["GB/s per kernel", "end-to-end GB/s and TB/GPU-hour (per step)", "DLPack hand-off GB/s",
                "peak device memory (real allocator)", "compute-sanitizer memcheck/racecheck"]

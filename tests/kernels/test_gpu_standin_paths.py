@@ -302,3 +302,21 @@ def test_the_in_memory_chain_stays_under_its_device_memory_bound(gpu_standin, mo
     assert (eu.get() == cu).all() and (ev.get() == cv).all()
     got = nd.near_duplicate_clusters(data, offsets, cjk, doc, params, device="gpu")
     assert (got[0] == want[0]).all() and (got[1] == want[1]).all() and got[2] == want[2]
+
+
+def test_gpu_checks_end_to_end_script_at_small_size(gpu_standin, tmp_path, monkeypatch, capsys):
+    """profiling/gpu_near_dedup_e2e.py (gpu_check.sh's end-to-end row) with --device gpu, in this process through
+    the stand-in, both the overlapped and the step-by-step chain: it exits 0 only when the planted copies are found
+    and nothing else is merged."""
+    import importlib.util
+
+    from tests.helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location("gpu_near_dedup_e2e", ROOT / "profiling" / "gpu_near_dedup_e2e.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr("sys.argv", ["gpu_near_dedup_e2e.py", "--gb", "0.004", "--parts", "2", "--device", "gpu",
+                                     "--out", str(tmp_path / "corpus")])
+    assert script.main() == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "overlapped" in out and "step by step" in out
