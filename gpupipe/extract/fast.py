@@ -24,6 +24,11 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
    items inside a comment thread, less its reply form, titles and author/date lines, as trafilatura appends them; a
    thread without one comment of prose (a policy, "Loading...") adds nothing.
 
+5. Page kinds (#33): the page's largest group of repeated sibling items (a listing's rows, a collection's cards, a
+   service page's sections) joins the container, link titles included (_items, _with_items); a hidden element that
+   holds most of the page's text is kept (a script shows it); a schema.org Product card's description leads a shop
+   page whose HTML holds less. docs/design.md "Page kinds" has the rules and their measurements.
+
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
 decide when a page goes to trafilatura instead. The constants were set on the tune halves of the benchmark's page
 sets only (profiling/bench_extract.py; docs/design.md "Main-text extraction").

@@ -172,7 +172,8 @@ def test_product_description_from_its_schema_card_where_the_page_has_less():
             '"name": "River mug", "description": "A stoneware mug glazed in river blue.\\nHolds 350 ml; '
             'dishwasher safe."}]}</script>')
     html = f"<html><head>{card}</head><body><div id='app'><p>Add to cart</p></div></body></html>"
-    assert extract_text(html).text == "A stoneware mug glazed in river blue.\nHolds 350 ml; dishwasher safe.\nAdd to cart"
+    want = "A stoneware mug glazed in river blue.\nHolds 350 ml; dishwasher safe.\nAdd to cart"
+    assert extract_text(html).text == want
     long = f"<html><head>{card}</head><body><main><p>{PROSE}</p></main></body></html>"
     text = extract_text(long).text
     assert "Rivers carve" in text and "stoneware" not in text

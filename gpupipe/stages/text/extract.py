@@ -61,7 +61,8 @@ class ExtractConfig(Strict):
     # 0.964 against 0.953), and on trafilatura's own 990-page evaluation set of every page kind 0.930 against
     # trafilatura's defaults' 0.921 (held-out half 0.926 against 0.922) at 5.6x (bench_extract.py, docs/design.md).
     # `extractor: trafilatura` with favor_precision, tables kept and comments dropped is the user's spec's setting;
-    # these options also drive auto's fallback.
+    # these options also drive auto's fallback, favor_precision aside (AUTO_FALLBACK_PRECISION). Since #33 auto keeps
+    # listings' items too: on WCXB's held-out half 0.826 against trafilatura's defaults' 0.787 at 5.2x, 181 pages 0.965.
     extractor: Literal["trafilatura", "resiliparse", "fast", "auto"] = "auto"
     favor_precision: bool = True        # trafilatura only (auto's fallback balances, AUTO_FALLBACK_PRECISION)
     include_tables: bool = True         # resiliparse: false skips <table> elements
@@ -114,9 +115,9 @@ def fast_extractor(cfg: ExtractConfig) -> Callable[[str, str | None], str | None
 class _Auto:
     """fast first; trafilatura (the configured options, favor_precision aside: AUTO_FALLBACK_PRECISION), on the page
     as fast cleaned it, where fast kept under AUTO_FALLBACK_CHARS characters of a page that has more text than that,
-    or under AUTO_PROSE_SHARE of the page's prose. A page whose text (less scripts, menus, footers, hidden parts) is that short anyway, such as an error
-    page, a redirect or a script-only shell, common in a crawl, is left to fast: trafilatura cannot find more there,
-    and would cost its full time per page. Text that came from trafilatura is returned as `Fallback` (a str), so
+    or under AUTO_PROSE_SHARE of the page's prose. A page whose text (less scripts, menus, footers, hidden parts) is
+    that short anyway, such as an error page, a redirect or a script-only shell, common in a crawl, is left to fast:
+    trafilatura cannot find more there, and would cost its full time per page. Text that came from trafilatura is returned as `Fallback` (a str), so
     the stage counts fallbacks without state on the extractor."""
 
     def __init__(self, cfg: ExtractConfig) -> None:
