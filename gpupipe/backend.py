@@ -134,16 +134,17 @@ def frame_to_host(df):
     return df.to_arrow(preserve_index=False).to_pandas()
 
 
-def read_frame(path: str | os.PathLike, device: str = "cpu"):
+def read_frame(path: str | os.PathLike, device: str = "cpu", columns: list[str] | None = None):
     """A Parquet part as a frame: decoded on the GPU into cuDF (``cudf.read_parquet``) when ``device`` is "gpu" and
-    cuDF is installed, else read with pyarrow into pandas (`gpupipe.io.parts.read_part`)."""
+    cuDF is installed, else read with pyarrow into pandas (`gpupipe.io.parts.read_part`). `columns`: only those of
+    them the part has (None: every column)."""
+    from gpupipe.io.parts import part_columns, read_part
+
     if frame_module(device).__name__ == "cudf":
         import cudf
 
-        return cudf.read_parquet(os.fspath(path))
-    from gpupipe.io.parts import read_part
-
-    return read_part(path)
+        return cudf.read_parquet(os.fspath(path), columns=part_columns(path, columns))
+    return read_part(path, columns)
 
 
 def write_frame(df, path: str | os.PathLike) -> int:

@@ -56,8 +56,17 @@ def _long_value_columns(table: pa.Table, mean_bytes: int = 32) -> set[str]:
     return out
 
 
-def read_part(path: str | os.PathLike) -> pd.DataFrame:
-    return pq.read_table(path).to_pandas()
+def read_part(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    """A part as pandas; `columns`: only those of them the part has (None: all)."""
+    return pq.read_table(path, columns=part_columns(path, columns)).to_pandas()
+
+
+def part_columns(path: str | os.PathLike, columns: list[str] | None) -> list[str] | None:
+    """The names of `columns` the part at `path` has, in its order (None: all of them)."""
+    if columns is None:
+        return None
+    wanted = set(columns)
+    return [name for name in pq.read_schema(path).names if name in wanted]
 
 
 def part_paths(folder: str | os.PathLike) -> list[Path]:

@@ -41,6 +41,11 @@ class GlobalStage(PhasedStage):
         """From all key rows of one bucket: rows to remove (`doc_index`, `part`, `reason`), and counters."""
         raise NotImplementedError(f"{type(self).__name__} uses the key exchange and must define resolve()")
 
+    def key_columns(self) -> list[str]:
+        """The columns `keys` reads: the keys phase reads only these of a part (on the GPU the others would be
+        decoded onto the device and held there for nothing)."""
+        return ["doc_index", *self.inputs()]
+
     def phases(self) -> list[Phase]:
         return [Phase("keys", keys_phase), Phase("reduce", reduce_phase, over=BUCKETS),
                 Phase("count", count_phase, over=DRIVER), Phase("apply", removals_of, over=APPLY)]
@@ -54,7 +59,8 @@ class GlobalStage(PhasedStage):
 
 def keys_phase(stage: GlobalStage, task: Task) -> None:
     with annotate(f"gpupipe/{stage.name}/keys"):
-        keys = stage.keys(read_frame(task.item, stage.frame_device())).assign(part=np.int64(task.index))
+        df = read_frame(task.item, stage.frame_device(), columns=stage.key_columns())
+        keys = stage.keys(df).assign(part=np.int64(task.index))
         bucket = keys.pop(BUCKET_COLUMN).to_numpy(np.uint64) % np.uint64(stage.ctx.shuffle_buckets)
         task.exchange.send("keys", task.index, keys, bucket.astype(np.int64))
 

@@ -321,6 +321,9 @@ class UrlDedup(GlobalStage):
     name = "url_dedup"
     Config = UrlDedupConfig
 
+    def key_columns(self) -> list[str]:
+        return ["doc_index", "url"]   # a part without urls: doc_index alone, every document without a key
+
     def keys(self, df: pd.DataFrame) -> pd.DataFrame:
         from gpupipe.kernels.text_hash import text_hash
 
