@@ -104,6 +104,18 @@ def _workers(v: str) -> int | str:
     return n
 
 
+def _quiet_dask() -> None:
+    """Dask's loggers print errors with tracebacks on the terminal (a scheduler that went away: reconnect attempts,
+    cancelled futures); without --debug only critical ones."""
+    import logging
+
+    import distributed  # noqa: F401 - its import configures its loggers (levels per logger): set them after
+
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.split(".")[0] == "distributed":
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.backend import DeviceError
     from gpupipe.config import load_config
@@ -129,6 +141,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return fail(str(e), 2)
     from gpupipe.io import storage
 
+    if cfg.executor.kind == "dask" and not args.debug:   # Dask's error logs (a lost scheduler): one line says it
+        _quiet_dask()
     for location in [*cfg.input.path, cfg.output]:   # the config's URLs too (main() checked the flags')
         storage.require(location)
     try:

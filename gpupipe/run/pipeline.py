@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,12 +82,28 @@ class _RunLog(logging.FileHandler):
         pass                         # effort, the run's own writes say what failed
 
 
-def _log_to(run: RunDir) -> logging.Handler:
+@contextlib.contextmanager
+def _log_to(run: RunDir):
+    """The run's log file takes gpupipe's records and Dask's: a lost scheduler's reconnect errors and tracebacks go
+    to the log, not the terminal, where the CLI says what happened in one line."""
     handler = _RunLog(run.log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    return handler
+    dask = logging.getLogger("distributed")
+    terminal = {h: h.level for h in dask.handlers if isinstance(h, logging.StreamHandler)
+                and getattr(h, "stream", None) in (sys.stderr, sys.stdout)}
+    for h in terminal:
+        h.setLevel(logging.CRITICAL + 1)
+    dask.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        dask.removeHandler(handler)
+        for h, level in terminal.items():
+            h.setLevel(level)
+        log.removeHandler(handler)
+        handler.close()
 
 
 def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | None = None,
@@ -289,30 +306,26 @@ def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale:
                 ) -> dict[str, Any]:
     plan = plan_run(cfg, run, inputs, device, verify_all)
     stages, dirs = plan.stages, plan.dirs
-    handler = _log_to(run)
-    atomic_write_text(run.config, dump_config(cfg))
-    run.drop_stale({d.name for d in dirs})
-    log.info("gpupipe %s run: %s stages, device %s, executor %s", __version__, len(stages), device,
-             cfg.executor.kind)
-    if stale:
-        log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
-    for note in plan.notes:
-        log.warning(note)
-    if plan.first_rerun is not None:
-        run.invalidate_from([d.root for d in dirs], plan.first_rerun)
-    if remote is not None:
-        remote.invalidate([d.name for d in dirs], plan.first_rerun)
-    if device == "gpu":
-        native = [s.name for s in stages if s.gpu_native]
-        log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
-                 if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
-    t_run = time.perf_counter()
-    try:   # the views' failures are logged too (their tracebacks in the log, never on the terminal)
+    with _log_to(run):   # the views' failures are logged too (their tracebacks in the log, never the terminal)
+        atomic_write_text(run.config, dump_config(cfg))
+        run.drop_stale({d.name for d in dirs})
+        log.info("gpupipe %s run: %s stages, device %s, executor %s", __version__, len(stages), device,
+                 cfg.executor.kind)
+        if stale:
+            log.info("run directory was locked by pid %s, which is gone: its lock was stale", stale)
+        for note in plan.notes:
+            log.warning(note)
+        if plan.first_rerun is not None:
+            run.invalidate_from([d.root for d in dirs], plan.first_rerun)
+        if remote is not None:
+            remote.invalidate([d.name for d in dirs], plan.first_rerun)
+        if device == "gpu":
+            native = [s.name for s in stages if s.gpu_native]
+            log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
+                     if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
+        t_run = time.perf_counter()
         stage_stats = _execute(cfg, run, plan, inputs, device, progress_factory, remote)
         return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views)
-    finally:
-        log.removeHandler(handler)
-        handler.close()
 
 
 def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device: str, progress_factory,
