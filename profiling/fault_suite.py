@@ -525,8 +525,72 @@ def run_dir_cases(work: Path, crawl: Path) -> list[tuple[str, str, str]]:
         finally:
             subprocess.run(["umount", "-l", str(mnt)], check=False)
 
-    # -- storage that does not answer: a closed port on 127.0.0.1
+    # -- a lost Dask scheduler: a real one (`dask scheduler`, `dask worker`), killed once a stage is marked
     import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dport = s.getsockname()[1]
+    dask, address = str(Path(sys.executable).parent / "dask"), f"tcp://127.0.0.1:{dport}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    sched = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(dport), "--no-dashboard"],
+                             **quiet)
+    worker = subprocess.Popen([dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                              **quiet)
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=120) as client:
+            client.wait_for_workers(1, timeout=120)
+        dex = {**ex, "kind": "dask", "scheduler_address": address}
+        cfg = write_cfg(base / "dask.yaml", input={"path": str(crawl)}, output=str(base / "dask"), stages=stages,
+                        executor=dex)
+        marker = base / "dask" / "stages" / "02-normalize" / "stats.json"
+        proc = subprocess.Popen([sys.executable, "-m", "gpupipe", "run", str(cfg)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        while not marker.exists() and proc.poll() is None:
+            time.sleep(0.005)
+        sched.kill()
+        try:
+            err = proc.communicate(timeout=600)[1]
+            r = subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+            again, rss = _gpupipe_rss("run", str(cfg), "--executor", "local")
+            same = again is not None and again.returncode == 0 and shard_bytes(base / "dask") == reference
+            ok = proc.returncode == 1 and _one_line(r) and "Dask scheduler" in err and same
+            verdict = "traceback" if "Traceback" in err else _verdict(again, rss, ok)
+            rows.append(("Dask scheduler killed mid-run", verdict,
+                         f"{_said(r)}; again (local): shards {'identical' if same else 'DIFFER'}"))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rows.append(("Dask scheduler killed mid-run", "hung", "the run did not end"))
+    finally:
+        for proc_ in (sched, worker):
+            proc_.kill()
+            proc_.wait()
+
+    # -- disk full while the report and audit samples are written: a tmpfs just big enough for the run's stages
+    mnt = base / "small"
+    mnt.mkdir()
+    views = sum(p.stat().st_size for p in [ref / "report.html", ref / "metrics.prom", *(ref / "audit").rglob("*")]
+                if p.is_file())
+    need = sum(p.stat().st_size for p in ref.rglob("*") if p.is_file()) - views
+    size_kb = (need + 4096 * sum(1 for _ in ref.rglob("*"))) // 1024 + 64
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode:
+        rows.append(("disk full while the report/audit are written", "skipped", "cannot mount a tmpfs (root)"))
+    else:
+        try:
+            cfg = write_cfg(base / "small.yaml", input={"path": str(crawl)}, output=str(mnt / "run"), stages=stages,
+                            executor=ex)
+            r, rss = _gpupipe_rss("run", str(cfg))
+            warned = r is not None and r.returncode == 0 and "missing" in r.stderr
+            stopped = r is not None and r.returncode == 1 and _one_line(r) and "space" in r.stderr
+            rows.append(("disk full while the report/audit are written", _verdict(r, rss, warned or stopped),
+                         _said(r) + f" (tmpfs {size_kb} KiB; views {views // 1024} KiB)"))
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+    # -- storage that does not answer: a closed port on 127.0.0.1
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
