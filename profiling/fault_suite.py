@@ -10,7 +10,8 @@ Three tables, and a total line per table:
                config), the directory never looks complete when it is not, and the resumed run ends with shards
                byte-identical to an undisturbed run
 
-Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150] [--only phases]
+Usage:  python profiling/fault_suite.py [--work DIR] [--docs 150] [--only phases|rundir]
+(rundir: the run directory faults of #32 alone, each counted clean / lost / traceback / hung / blow-up)
 Exit 1 if anything was not handled. Needs nothing outside the project (the crawl is `gpupipe synth`'s).
 """
 
