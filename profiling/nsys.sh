@@ -25,6 +25,7 @@ The CUDA kernel ranges (text_hash, minhash, ngram_hash) come through CuPy: the d
   gpupipe/<stage>/keys               global stages (exact_dedup, url_dedup): keys of one partition, routed
   gpupipe/<stage>/reduce             global stages: one bucket of keys resolved into removals
   gpupipe/fuzzy_dedup/sign           MinHash signatures + LSH band hashes of one partition
+  gpupipe/simhash_dedup/sign         SimHash fingerprints of one partition
   gpupipe/substring_dedup/group      suffix-array pass over one partition group
   gpupipe/substring_dedup/cross      cross-group pass over one batch of regions
   gpupipe/pack                       the whole packing loop (stream, blocks, shards)
