@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from gpupipe.config_base import ConfigError
+from gpupipe.config_base import ConfigError, read_yaml_file
 
 # The run config's own top-level keys: a template may carry them (e.g. `input` added by `gpupipe run --input`).
 RUN_KEYS = ("input", "output", "executor", "storage", "device", "seed", "allow_empty", "keep_intermediate")
@@ -258,10 +258,7 @@ def convert_main(path: str) -> str:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
-    try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    raw = read_yaml_file(p)   # as `gpupipe run` reads it: UTF-8/16/32, duplicate keys and alias bombs refused
     if not is_template(raw):
         raise ConfigError(f"{p}: not seed 002's template (no `pipeline` key and `stages` is not a mapping); "
                           "it already looks like a gpupipe config")

@@ -137,3 +137,16 @@ def test_template_mistakes_are_refused_before_any_work(template, tmp_path, capsy
         from_template(bad, "t.yaml")
     assert main(["config", "convert", str(tmp_path / "missing.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_convert_reads_the_file_as_run_does(tmp_path):
+    """Duplicate keys are refused by `config convert` as by `gpupipe run` (one YAML reader for both)."""
+    import pytest
+
+    from gpupipe.config_base import ConfigError
+    from gpupipe.config_convert import convert_main
+
+    f = tmp_path / "t.yaml"
+    f.write_text("pipeline: {}\npipeline: {}\nstages: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="pipeline"):
+        convert_main(str(f))
