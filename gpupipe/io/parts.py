@@ -4,6 +4,7 @@ so a crash never leaves a half file that looks whole."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -28,8 +29,33 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+ARROW_COLUMNS = b"gpupipe_arrow_columns"   # schema metadata: the columns read_part gives back as pandas ArrowDtype
+
+
 def write_part(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    write_table(_portable(pa.Table.from_pandas(df, preserve_index=False)), path)
+
+
+def _portable(table: pa.Table) -> pa.Table:
+    """pandas records a nested ArrowDtype column (the tokens' `list<uint32>`) in the file's pandas metadata as
+    'list<item: uint32>[pyarrow]', a name pandas itself cannot read back: `pd.read_parquet` and `to_pandas` fail on the
+    part. Such columns are recorded as object (every reader opens the file: pandas, pyarrow, datasets, DuckDB,
+    polars) and named in ARROW_COLUMNS, so that read_part gives them back as ArrowDtype."""
+    meta = table.schema.metadata or {}
+    if b"pandas" not in meta:
+        return table
+    pandas_meta = json.loads(meta[b"pandas"])
+    nested = []
+    for col in pandas_meta.get("columns", []):
+        name = col.get("field_name")
+        if str(col.get("numpy_type", "")).endswith("[pyarrow]") and name in table.column_names \
+                and pa.types.is_nested(table.schema.field(name).type):
+            col.update(numpy_type="object", pandas_type="object")
+            nested.append(name)
+    if not nested:
+        return table
+    return table.replace_schema_metadata({**meta, b"pandas": json.dumps(pandas_meta).encode(),
+                                          ARROW_COLUMNS: json.dumps(nested).encode()})
 
 
 def write_table(table: pa.Table, path: str | os.PathLike) -> None:
@@ -58,7 +84,15 @@ def _long_value_columns(table: pa.Table, mean_bytes: int = 32) -> set[str]:
 
 def read_part(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
     """A part as pandas; `columns`: only those of them the part has (None: all)."""
-    return pq.read_table(path, columns=part_columns(path, columns)).to_pandas()
+    table = pq.read_table(path, columns=part_columns(path, columns))
+    arrow = [n for n in json.loads((table.schema.metadata or {}).get(ARROW_COLUMNS, b"[]"))
+             if n in table.column_names]
+    if not arrow:
+        return table.to_pandas()
+    df = table.drop_columns(arrow).to_pandas()   # the others as pandas reads them; these as ArrowDtype, in place
+    for name in arrow:
+        df.insert(table.column_names.index(name), name, pd.arrays.ArrowExtensionArray(table.column(name)))
+    return df
 
 
 def part_columns(path: str | os.PathLike, columns: list[str] | None) -> list[str] | None:
