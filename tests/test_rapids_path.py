@@ -382,8 +382,8 @@ def test_pipeline_with_device_frames_in_gpu_native_stages_gives_the_same_bytes(t
     src = _jsonl_corpus(tmp_path / "corpus.jsonl")
     reference = _run(tmp_path, "reference", src)
 
-    def read_frame(path, device="cpu"):
-        df = read_part(path)
+    def read_frame(path, device="cpu", columns=None):
+        df = read_part(path, columns)
         return FakeDeviceFrame(df) if device == "gpu" else df
 
     monkeypatch.setattr(base.Stage, "frame_device", lambda self: "gpu" if self.gpu_native else "cpu")
