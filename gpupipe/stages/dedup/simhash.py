@@ -35,11 +35,10 @@ from gpupipe.kernels.lsh_graph import to_host
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import DEVICE
 from gpupipe.stages.dedup.cluster_sample import ClusterDedup, pick
-from gpupipe.stages.dedup.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
-                                                   priority_frame)
+from gpupipe.stages.dedup.fuzzy.components import (choose_keepers, connected_components, priority_frame,
+                                                   remove_all_but_keepers)
 from gpupipe.stages.dedup.fuzzy.edges import unique_edges
 from gpupipe.stages.dedup.fuzzy.signatures import cjk_mask
-from gpupipe.stages.dedup.global_stage import send_removals
 from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 
 
@@ -138,25 +137,8 @@ def cluster(stage: SimHashDedup, run: PhaseRun) -> None:
     edges = unique_edges(np.concatenate([e["u"].to_numpy(np.int64) for e in found] or [np.zeros(0, np.int64)]),
                          np.concatenate([e["v"].to_numpy(np.int64) for e in found] or [np.zeros(0, np.int64)]))
     run.extra.update({"tables": len(masks(cfg)), "edges": len(edges)})
-    members = connected_components(edges, stage.ctx.device)
-    if len(members):
-        cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
-                                                 if c != "length"]]
-        ids = members["doc_index"].to_numpy(np.int64)  # the driver holds cluster members only, never all docs
-        docs = pd.concat([_rows_of(ex.get("prints", p, columns=cols), ids) for p in range(run.partitions)],
-                         ignore_index=True)
-        members = choose_keepers(members.merge(docs, on="doc_index"), cfg.priority)
-        send_removals(ex, 0, members.loc[~members["keep"], ["doc_index", "part"]].assign(reason="near_duplicate"))
-        run.extra.update({"clusters": members["cluster"].nunique(),
-                          "duplicates_removed": int((~members["keep"]).sum())})
-        run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
-    else:
-        run.extra.update({"clusters": 0, "duplicates_removed": 0})
+    members = remove_all_but_keepers(run, connected_components(edges, stage.ctx.device), "prints", cfg.priority)
     pick(run, members, cfg.sample_clusters, stage.ctx.seed)
-
-
-def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
-    return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]
 
 
 def find_duplicates(df: pd.DataFrame, cfg: SimHashDedupConfig, device: str = "cpu") -> pd.DataFrame:

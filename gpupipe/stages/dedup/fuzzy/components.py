@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from gpupipe.kernels.lsh_graph import components, on_device, to_host
 from gpupipe.stages.dedup.fuzzy.config import FuzzyDedupConfig
+from gpupipe.stages.dedup.global_stage import send_removals
 
 SIZE_BINS = [(2, 2), (3, 5), (6, 10), (11, 100), (101, None)]
 
@@ -95,3 +96,27 @@ def cluster_size_histogram(members: pd.DataFrame) -> dict[str, int]:
         label = f"{lo}" if lo == hi else (f"{lo}-{hi}" if hi else f">{lo - 1}")
         hist[label] = int(((sizes >= lo) & (sizes <= (hi or np.iinfo(np.int64).max))).sum())
     return hist
+
+
+def remove_all_but_keepers(run, members: pd.DataFrame, table: str, priority: list[str]) -> pd.DataFrame:
+    """The clusters' removals (every member but its keeper, by `priority`) sent to their partitions, and the
+    counters in `run.extra`; `table`: the exchange that holds each partition's doc_index, part, length and priority
+    columns. Returns the members with their `keep` flag (empty without clusters)."""
+    if not len(members):
+        run.extra.update({"clusters": 0, "duplicates_removed": 0})
+        return members
+    ex = run.exchange
+    cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in priority)
+                                             if c != "length"]]
+    ids = members["doc_index"].to_numpy(np.int64)  # the driver holds cluster members only, never all docs
+    docs = pd.concat([_rows_of(ex.get(table, p, columns=cols), ids) for p in range(run.partitions)],
+                     ignore_index=True)
+    members = choose_keepers(members.merge(docs, on="doc_index"), priority)
+    send_removals(ex, 0, members.loc[~members["keep"], ["doc_index", "part"]].assign(reason="near_duplicate"))
+    run.extra.update({"clusters": members["cluster"].nunique(), "duplicates_removed": int((~members["keep"]).sum())})
+    run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
+    return members
+
+
+def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
+    return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]

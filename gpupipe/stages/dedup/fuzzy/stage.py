@@ -30,14 +30,12 @@ import pyarrow.parquet as pq
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.dedup.cluster_sample import ClusterDedup, ClusterState, pick
 from gpupipe.stages.dedup.fuzzy.bands import band_rows
-from gpupipe.stages.dedup.fuzzy.components import (choose_keepers, cluster_size_histogram, connected_components,
-                                             priority_frame)
+from gpupipe.stages.dedup.fuzzy.components import connected_components, priority_frame, remove_all_but_keepers
 from gpupipe.stages.dedup.fuzzy.config import FuzzyDedupConfig, lsh_shape
 from gpupipe.stages.dedup.fuzzy.edges import unique_edges, star_edges
 from gpupipe.columns import text_array
 from gpupipe.stages.dedup.fuzzy.signatures import cjk_mask, lsh_band_hashes
 from gpupipe.stages.dedup.fuzzy.verify import sets_of_tables, shingle_sets, shingle_table, verify_edges
-from gpupipe.stages.dedup.global_stage import send_removals
 from gpupipe.stages.phases import BUCKETS, DRIVER, Phase, PhaseRun, Task
 from gpupipe.stages.base import DEVICE
 
@@ -179,26 +177,9 @@ def verified(stage: FuzzyDedup, run: PhaseRun) -> None:
 
 
 def cluster(stage: FuzzyDedup, run: PhaseRun) -> None:
-    cfg, ex = stage.config, run.exchange
     members = connected_components(run.state.edges, stage.ctx.device)
-    if len(members):
-        cols = ["doc_index", "part", "length", *[c for c in dict.fromkeys(p.lstrip("-") for p in cfg.priority)
-                                                 if c != "length"]]
-        ids = members["doc_index"].to_numpy(np.int64)  # the driver holds cluster members only, never all docs
-        docs = pd.concat([_rows_of(ex.get("bands", p, columns=cols), ids) for p in range(run.partitions)],
-                         ignore_index=True)
-        members = choose_keepers(members.merge(docs, on="doc_index"), cfg.priority)
-        send_removals(ex, 0, members.loc[~members["keep"], ["doc_index", "part"]].assign(reason="near_duplicate"))
-        run.extra.update({"clusters": members["cluster"].nunique(),
-                          "duplicates_removed": int((~members["keep"]).sum())})
-        run.extra.update({f"cluster_size_{k}": v for k, v in cluster_size_histogram(members).items()})
-    else:
-        run.extra.update({"clusters": 0, "duplicates_removed": 0})
-    pick(run, members, cfg.sample_clusters, stage.ctx.seed)
-
-
-def _rows_of(df: pd.DataFrame, doc_index: np.ndarray) -> pd.DataFrame:
-    return df[np.isin(df["doc_index"].to_numpy(np.int64), doc_index)]
+    members = remove_all_but_keepers(run, members, "bands", stage.config.priority)
+    pick(run, members, stage.config.sample_clusters, stage.ctx.seed)
 
 
 __all__ = ["FuzzyDedup"]
