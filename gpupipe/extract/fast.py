@@ -91,6 +91,10 @@ CONTENT_TOKENS = frozenset("content entry text".split())
 COMMENT_WORDS = frozenset("comment comments commentlist kommentare kommentar disqus".split())
 COMMENT_DISCARD = frozenset("respond reply form title akismet nocomments signin login meta metadata author "
                             "awaiting moderation pingback trackback navigation nav".split())
+# class/id words of a folded panel that holds page text (an accordion's, an expander's: _folded), and of the hidden
+# layers that do not (dialogs, popups, menus)
+FOLDED_WORDS = frozenset("accordion collapse collapsible collapsed expander expandable".split())
+FOLDED_NOT = frozenset("modal dialog popup overlay menu nav navigation cookie cookies consent".split())
 SPLIT_RE = re.compile(r"[-_\s]+")
 DIGITS_RE = re.compile(r"\d+")
 CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
@@ -214,7 +218,7 @@ def _clean(tree) -> None:
     # WCXB's choose half, all of their text)
     total = None
     for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
-        if node.tag in ("html", "body"):
+        if node.tag in ("html", "body") or _folded(node.attributes):
             continue
         if node.tag == "div" and "itemprop" not in node.attributes:
             total = total if total is not None else len(tree.body.text(deep=True, separator=" ", strip=True))
@@ -232,6 +236,19 @@ def _clean(tree) -> None:
                     node.unwrap()
                     break
             tree.strip_tags([tag])
+
+
+def _folded(a: dict) -> bool:
+    """A hidden element that the page shows on a click or by its script, whose text is the page's: an accordion's or
+    an expander's folded panel (a product's specifications, a service page's FAQ answers), or a React streamed
+    segment (`<div hidden id="S:2">`, moved into place by the page's script). A dialog or modal stays hidden."""
+    i = a.get("id") or ""
+    if i.startswith("S:") and "hidden" in a:
+        return True
+    if not (a.get("class") or i) or a.get("role") == "dialog" or "itemprop" in a:
+        return False
+    words = _words(a)
+    return not FOLDED_WORDS.isdisjoint(words) and FOLDED_NOT.isdisjoint(words)
 
 
 def _marked_boilerplate(body, page_chars: int, sig: dict) -> tuple[set, set]:
