@@ -102,8 +102,9 @@ def count_scripts(texts) -> np.ndarray:
 # Script languages (codes of script_language) and the rules (codes of script_rules; names in RULES).
 OTHER_SCRIPT, ZH, JA, KO, ZH_OR_JA = range(5)
 SCRIPT_LANGS = ("", "zh", "ja", "ko", "zh")      # the language each script code files a text under
-RULES = ("", "casefold", "short_script", "no_kana", "no_hangul", "han", "kana", "hangul", "merge")
-NO_RULE, CASEFOLD, SHORT_SCRIPT, NO_KANA, NO_HANGUL, HAN_RULE, KANA_RULE, HANGUL_RULE, MERGE = range(len(RULES))
+RULES = ("", "casefold", "short_script", "no_kana", "no_hangul", "han", "kana", "hangul", "merge", "code")
+(NO_RULE, CASEFOLD, SHORT_SCRIPT, NO_KANA, NO_HANGUL, HAN_RULE, KANA_RULE, HANGUL_RULE, MERGE,
+ CODE_RULE) = range(len(RULES))   # code: the langid stage's code detector (code_detect.py)
 
 
 def script_language(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -60,17 +60,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpupipe.config_base import FileRef, Fraction, KeyProblem, Strict, did_you_mean
 from gpupipe.stages.base import Applied, MapStage, RunContext
-from gpupipe.stages.filters.lang_script import (CASEFOLD, HAN_LANGS, MERGE, NO_RULE, OTHER_SCRIPT, RULES, SCRIPT_LANGS,
+from gpupipe.stages.filters.lang_script import (CASEFOLD, CODE_RULE, HAN_LANGS, MERGE, NO_RULE, OTHER_SCRIPT, RULES,
+                                        SCRIPT_LANGS,
                                         SHORT_SCRIPT, VARIANTS, count_scripts, han_variant_codes, label_families,
                                         script_language, script_rules, script_table)
 from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhasedStage, PhaseRun, Task
 
 LABEL_PREFIX = "__label__"
 UNDETERMINED = "und"   # ISO 639-2 for "undetermined": documents too short to identify
+CODE = "code"          # the language of a document the code detector calls source code (code_detect.py)
+CODE_AT = 0.5          # a document is code when the detector's P(code) reaches this (even odds)
+CODE_MIN_SCORE = 0.50  # the threshold of `code` when min_score names none (seed 002's min_confidence for code)
 
 
 def default_model_path() -> str:
@@ -103,6 +107,26 @@ class LangIdConfig(Strict):
     script_rules: bool = True                      # correct fastText's label by the text's script (lang_script.py)
     casefold_below: Fraction = 0.5                 # predict again on lowercased text under this confidence (0: off)
     merge: dict[str, list[str]] = Field(default_factory=lambda: {"zh": ["wuu", "yue"]})  # labels filed under another
+    # documents the code detector (code_detect.py) calls source code get lang `code` (lang_raw stays fastText's),
+    # score P(code). null: on when `code` is in `keep` or a key of `min_score`; true / false: on / off.
+    detect_code: bool | None = None
+
+    @field_validator("min_score", mode="before")
+    @classmethod
+    def _other_is_default(cls, v: Any) -> Any:
+        """`other` (seed 002's key for every other language) is a synonym of `default`."""
+        if isinstance(v, dict) and "other" in v:
+            if "default" in v:
+                raise ValueError("give `other` or `default` (the same threshold: every language not named), not both")
+            v = {("default" if k == "other" else k): x for k, x in v.items()}
+        return v
+
+    def code_on(self) -> bool:
+        """Whether the code detector runs (see detect_code)."""
+        if self.detect_code is not None:
+            return self.detect_code
+        named = (self.keep or []) + (list(self.min_score) if isinstance(self.min_score, dict) else [])
+        return CODE in named
 
     @model_validator(mode="after")
     def _known_languages(self) -> "LangIdConfig":
@@ -112,6 +136,10 @@ class LangIdConfig(Strict):
             raise KeyProblem("keep", "an empty list keeps no document; leave `keep` out (null) to keep every language")
         if self.min_score_by_length is not None and any(n < 1 for n in self.min_score_by_length):
             raise KeyProblem("min_score_by_length", "lengths must be at least 1 character, e.g. {30: 0.4, 100: 0.55}")
+        if self.detect_code is False and CODE in (self.keep or []) + (
+                list(self.min_score) if isinstance(self.min_score, dict) else []):
+            raise KeyProblem("detect_code", "`code` is named in keep or min_score but detect_code is false: no "
+                                            "document would be `code` (set detect_code: true, or leave it out)")
         sources = [c for codes in self.merge.values() for c in codes]
         if len(set(sources)) != len(sources) or set(sources) & set(self.merge):
             raise KeyProblem("merge", f"each language may be merged into one other only, and not be a target: "
@@ -128,7 +156,7 @@ class LangIdConfig(Strict):
             known = model_languages(model) | {UNDETERMINED}
         except ValueError as e:
             raise KeyProblem("model", f"not a fastText model: {model} ({e})") from None
-        targets = known | set(self.merge)
+        targets = known | set(self.merge) | {CODE}
         for key, values, allowed in (("keep", self.keep or [], targets),
                                      ("min_score", user_scores, targets | {"default"}),
                                      ("merge", sources if user_merge else [], known)):
@@ -282,10 +310,14 @@ class LangId(MapStage):
         chars = pc.utf8_length(pc.utf8_trim_whitespace(arr)).to_numpy(zero_copy_only=False)
         short = chars < max(self.config.min_chars, 1)
         if self.config.level == "paragraph":
-            return df.assign(**self._paragraph_level(arr, chars, short))
-        d = self._decide(arr, ~short)
-        return df.assign(lang_raw=d["lang_raw"], lang=d["lang"], lang_score=np.round(d["score"], 4),
-                         lang_rule=d["rule"], lang_script=d["variant"])
+            cols = self._paragraph_level(arr, chars, short)
+        else:
+            d = self._decide(arr, ~short)
+            cols = {"lang_raw": d["lang_raw"], "lang": d["lang"], "lang_score": np.round(d["score"], 4),
+                    "lang_rule": d["rule"], "lang_script": d["variant"]}
+        if self.config.code_on():
+            cols = mark_code(arr, ~short, cols)
+        return df.assign(**cols)
 
     def _paragraph_level(self, arr: pa.Array, chars: np.ndarray, short: np.ndarray) -> dict[str, np.ndarray]:
         """The langid columns at paragraph level: every paragraph decided as a document is (`_decide`), then the
@@ -344,6 +376,8 @@ class LangId(MapStage):
         if isinstance(t, float | int):
             out = np.full(len(df), float(t))
         else:
+            if self.config.code_on() and CODE not in t:
+                t = {**t, CODE: CODE_MIN_SCORE}
             out = df["lang"].map(t).fillna(t.get("default", 0.0)).to_numpy(dtype=np.float64)
         caps = self.config.min_score_by_length
         if caps:
@@ -368,6 +402,31 @@ class LangId(MapStage):
 
     def extra_stats(self, df_out: pd.DataFrame) -> Counter:
         return Counter({f"kept_lang_{k}": int(v) for k, v in df_out["lang"].value_counts().items()})
+
+
+def mark_code(texts: pa.Array, judged: np.ndarray, cols: dict) -> dict:
+    """The langid columns with every `judged` document the code detector calls code (P(code) >= CODE_AT) filed
+    under `code`: lang `code`, lang_score its P(code), lang_rule `code`, no lang_script; lang_raw stays
+    fastText's label. Judged at document level whatever the stage's level (a line of code alone is no document)."""
+    from gpupipe.stages.filters.code_detect import code_probability
+
+    p = np.zeros(len(texts))
+    at = np.flatnonzero(judged)
+    if len(at):
+        p[at] = code_probability(texts.take(at))
+    code = p >= CODE_AT
+    if not code.any():
+        return cols
+    out = dict(cols)
+    out["lang"] = np.where(code, CODE, np.asarray(cols["lang"], dtype=object)).astype(object)
+    out["lang_score"] = np.where(code, np.round(p, 4), np.asarray(cols["lang_score"], dtype=np.float64))
+    rule = np.asarray(pd.Categorical(cols["lang_rule"], categories=RULES).codes).copy()
+    rule[code] = CODE_RULE
+    out["lang_rule"] = pd.Categorical.from_codes(rule, RULES)
+    variant = np.asarray(cols["lang_script"].codes).copy()
+    variant[code] = 0
+    out["lang_script"] = pd.Categorical.from_codes(variant, VARIANTS)
+    return out
 
 
 def rule_counts(df: pd.DataFrame) -> Counter:
