@@ -17,7 +17,8 @@ not treated as complete (see docs/design.md, "Object storage").
 
 Storage that does not answer (a server down, a refused connection): every call on a URL is tried `TRIES` times,
 waiting `BACKOFF` seconds and twice as long each time after (on top of the client's own retries, s3fs/botocore's),
-then raises StorageUnreachable, one line naming the URL.
+then raises StorageUnreachable, one line naming the URL. Each retry is counted in the stats of the task or run that
+made the call (gpupipe/retries.py: a stage's `extra.storage_retries`).
 
 Reads of large inputs are streamed: `open_input` returns a seekable file that fetches ranges as it is read
 (fsspec's read-ahead cache of `READ_BLOCK` bytes), so a 1 GB WARC file is never downloaded whole first.
@@ -32,6 +33,8 @@ import shutil
 import threading
 import time
 from typing import IO, Any, Callable
+
+from gpupipe import retries
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]+")   # two letters at least: not a Windows drive
 READ_BLOCK = 8 << 20   # bytes per ranged read of a streamed input
@@ -114,6 +117,7 @@ def _retried(fn: Callable) -> Callable:
                     why = (str(e).strip().splitlines() or [""])[0]
                     raise StorageUnreachable(f"{url}: the storage cannot be reached ({type(e).__name__}: {why}; "
                                              f"{TRIES} tries)") from e
+                retries.record("storage")   # into the stats of the task (or run) doing this call
                 time.sleep(BACKOFF * 2 ** attempt)
     return call
 

@@ -254,7 +254,7 @@ def run_time(stats: dict[str, Any]) -> str:
 def summary_section(run: Run) -> str:
     s = run.stats
     keys = ["input_records", "output_docs", "removed_total", "docs_added_total", "conservation_ok", "seconds",
-            "device", "executor", "workers", "gpupipe_version", "results_hash", "curated_dir", "shards_dir"]
+            "started_at", "run_date", "device", "executor", "workers", "gpupipe_version", "results_hash", "curated_dir", "shards_dir"]
     rows = [f"<tr><th>{e(k)}</th>{td(s.get(k), k)}</tr>" for k in keys]
     resumed = [st["name"] for st in run.stages if st.get("resumed")]
     if resumed:   # `seconds` above is only the last invocation's
@@ -474,7 +474,8 @@ def metrics_section(run: Run) -> str:
                                  "retries"], rows,
                       "Pipeline health. Errors: documents removed as unreadable_record, decode_error or "
                       "extract_error; latency per partition task for map stages and tokenize (others: -); "
-                      "retries: tasks are not retried (a failed task fails the run, which resumes by stage)."))
+                      "retries: storage calls tried again, tasks run again after a worker process died, LLM "
+                      "judge requests asked again (a failed task still fails the run, which resumes by stage)."))
     hist = m["token_count_histogram"]
     if hist:
         labels = [f"{lo}-{2 * int(lo) - 1}" for lo in hist]

@@ -1,10 +1,11 @@
 """The dashboard metrics (pipeline health, data quality, output; the user's monitoring spec): `metrics` in
 RUN/stats.json and RUN/metrics.prom.
 
-    pipeline health   per stage: docs/s, partition latency p50/p99, error rate, retries
+    pipeline health   per stage: docs/s, partition latency p50/p99, error rate, retries (gpupipe/retries.py)
     data quality      language distribution, quality-score distributions, token-count histogram, dedup rate by stage
     output            total tokens by language, top-100 domains, category (source) distribution, per-document token
-                      statistics (token_count, char_count, compression_ratio) per language and per source
+                      statistics (token_count, char_count, compression_ratio) per language and per source, the
+                      daily output volume (this run's output under its run date)
 
 `run_metrics(stats, root)` derives them from the stage stats (counts are exact: summed counters) and from the output
 documents' Parquet parts: domains and sources are counted exactly, one part at a time (columns url, source, lang,
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gpupipe.report.sample import sample_columns
+from gpupipe.retries import retries_of
 from gpupipe.run.rundir import METRICS_FILE, RunLayout, StageDir, stage_name
 # removal reasons that are failures to read a record rather than decisions about its content (gpupipe/io/records.py
 # REASONS, extract.py): the error rate's numerator
@@ -53,11 +55,25 @@ def stage_health(s: dict[str, Any]) -> dict[str, Any]:
         "partition_seconds_p99": s.get("partition_seconds_p99"),
         "errors": errors,
         "error_rate": _rate(errors, s["docs_in"]) if s["docs_in"] else 0.0,
-        # Tasks go to the executor without `retries=`: a task that raises fails the run, and a run resumes from its
-        # last completed stage instead. distributed re-runs a task lost with its worker (up to
-        # distributed.scheduler.allowed-failures) without telling the client, so no retry is visible here: 0.
-        "retries": 0,
+        # the stage's `<kind>_retries` counters (gpupipe/retries.py): storage calls retried, tasks run again on a
+        # fresh pool after a worker died, LLM judge requests asked again. distributed re-runs a task lost with its
+        # worker (distributed.scheduler.allowed-failures) without telling the client: not counted.
+        "retries": retries_of(s.get("extra", {})),
     }
+
+
+def daily_output_volume(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Seed 002's daily_output_volume for this run: {run_date: {documents, tokens}}, the output this run produced
+    (documents out of its last stage, tokens of its tokenize stage, without EOS). A run that resumed its last stage
+    produced nothing new that day: 0. A dashboard sums the runs' entries by date."""
+    date = stats.get("run_date")
+    if not date:
+        return {}
+    st = stats["stages"]
+    fresh = bool(st) and not st[-1].get("resumed")
+    tok = [s for s in st if s["name"] == "tokenize"]
+    tokens = int(tok[-1]["extra"].get("tokens", 0)) if tok else 0
+    return {date: {"documents": stats["output_docs"] if fresh else 0, "tokens": tokens if fresh else 0}}
 
 
 def _output_folder(stats: dict[str, Any], root: Path) -> StageDir | None:
@@ -162,6 +178,7 @@ def run_metrics(stats: dict[str, Any], root: str | Path, seed: int = 0) -> dict[
         "sources": {k: {"documents": n, "tokens": counts["source_tokens"][k]}
                     for k, n in sorted(counts["source_docs"].items())},
         "token_stats": token_stats(stats, root, seed),
+        "daily_output_volume": daily_output_volume(stats),
     }
 
 
@@ -220,8 +237,8 @@ def prometheus_text(stats: dict[str, Any], run_name: str) -> str:
         p.add("gpupipe_stage_errors", "gauge", f"Documents removed as unreadable ({', '.join(ERROR_REASONS)}).",
               h.get("errors"), **lab)
         p.add("gpupipe_stage_error_rate", "gauge", "errors / docs_in.", h.get("error_rate"), **lab)
-        p.add("gpupipe_stage_retries", "gauge", "Executor task retries (0: tasks are not retried).",
-              h.get("retries"), **lab)
+        p.add("gpupipe_stage_retries", "gauge", "Retries of the stage's work: storage calls, tasks run again after "
+              "a worker died, LLM judge requests.", h.get("retries"), **lab)
     for stage, r in m.get("dedup_rate", {}).items():
         p.add("gpupipe_dedup_rate", "gauge", "Share of a dedup stage's input documents it removed.", r["docs"],
               stage=stage)
@@ -254,6 +271,11 @@ def prometheus_text(stats: dict[str, Any], run_name: str) -> str:
         p.add("gpupipe_source_documents", "gauge", "Output documents per source (category).", r["documents"],
               source=src)
         p.add("gpupipe_source_tokens", "gauge", "Output tokens per source (category).", r["tokens"], source=src)
+    for date, v in m.get("daily_output_volume", {}).items():
+        p.add("gpupipe_daily_output_documents", "gauge", "Documents this run output, by its run date (UTC; sum "
+              "over runs by date).", v["documents"], date=date)
+        p.add("gpupipe_daily_output_tokens", "gauge", "Tokens this run output, by its run date (UTC; sum over "
+              "runs by date).", v["tokens"], date=date)
     return p.text()
 
 

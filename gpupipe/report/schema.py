@@ -71,7 +71,8 @@ METRICS_SCHEMA: dict[str, Any] = {
     "description": "the dashboard metrics: pipeline health, data quality, output (gpupipe/report/metrics.py; "
                    "also RUN/metrics.prom)",
     "required": ["stages", "languages", "quality_scores", "token_count_histogram", "dedup_rate",
-                 "tokens_by_language", "top_domains", "domains_total", "sources", "token_stats"],
+                 "tokens_by_language", "top_domains", "domains_total", "sources", "token_stats",
+                 "daily_output_volume"],
     "properties": {
         "stages": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
@@ -97,6 +98,9 @@ METRICS_SCHEMA: dict[str, Any] = {
         "token_stats": {"type": "object", "additionalProperties": False, "properties": {
             "by_language": {"type": "object", "additionalProperties": _GROUP},
             "by_source": {"type": "object", "additionalProperties": _GROUP}}},
+        "daily_output_volume": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["documents", "tokens"],
+            "properties": {"documents": _COUNT, "tokens": _COUNT}}},
     },
 }
 
@@ -123,6 +127,14 @@ RUN_STATS_SCHEMA: dict[str, Any] = {
                                                                "extra.docs_added (chunk_markdown: chunks)"},
         "conservation_ok": {"type": "boolean", "description": "the conservation invariant held"},
         "seconds": {"type": "number", "minimum": 0, "description": "wall time of the whole run"},
+        "started_at": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+                       "description": "when the run started, UTC"},
+        "run_date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                     "description": "the UTC date the run ended: the date its output counts under "
+                                    "(metrics.daily_output_volume)"},
+        "retries": {"type": "object", "additionalProperties": _COUNT, "required": ["total"],
+                    "description": "retries by kind (storage, task, judge) summed over the stages this run ran, "
+                                   "and their total"},
         "curated_dir": {"type": "string", "description": "folder of the curated documents (last stage before "
                                                          "tokenize/mixture/pack)"},
         "shards_dir": {"type": ["string", "null"], "description": "RUN/shards when the run packs, else null"},

@@ -9,6 +9,7 @@ import functools
 import logging
 from typing import Any, Callable, Sequence
 
+from gpupipe import retries
 from gpupipe.config import ExecutorConfig, GpuClusterConfig
 from gpupipe.run import interrupt
 
@@ -157,7 +158,8 @@ def _pooled(processes: int, run: tuple, fn: Callable, args: list[tuple], progres
     """fn over args in the shared pool, results in input order; the first error (or a stop request) cancels the
     tasks not yet started and is raised. A worker that dies (kill -9, the OOM killer) breaks the pool: it is dropped,
     and the tasks that had not finished run again on a fresh one (a task's outputs are atomic and a pure function of
-    its inputs, so a rerun writes the same bytes), POOL_RETRIES times at most."""
+    its inputs, so a rerun writes the same bytes), POOL_RETRIES times at most; each task run again is one `task`
+    retry (gpupipe/retries.py), counted in the stats of the stage that submitted it."""
     results: dict[int, Any] = {}
     for attempt in range(POOL_RETRIES + 1):
         pool = shared_pool(processes)
@@ -183,6 +185,7 @@ def _pooled(processes: int, run: tuple, fn: Callable, args: list[tuple], progres
                                  f"the last completed stage") from e
             log.warning("a worker process died (%s): %d of %d task(s) run again on a fresh pool", e, left,
                         len(args))
+            retries.record("task", left)   # the stats of the stage whose tasks these are (run/pipeline)
         except BaseException:
             for f in futures:
                 f.cancel()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from gpupipe import retries
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.run.exchange import Exchange
 from gpupipe.run.rundir import StageDir
@@ -87,18 +88,20 @@ def _run_phase(executor, run: PhaseRun, phase: Phase) -> list[float]:
                        [run.dir] * n, [arg] * n, stateless=True, label=f"{run.stage.name}:{phase.name}",
                        resources=run.stage.resources,
                        **({"progress": run.progress} if phase.counts else {})) if n else []
-    run.results[phase.name] = [r for r, _, _, _ in out]
+    run.results[phase.name] = [t[0] for t in out]
     if phase.counts:
-        for r, _, _, _ in out:
+        for r, *_ in out:
             run.total.merge(StageStats.from_dict(r))
-    if cpu := sum(c for _, _, _, c in out):   # tasks in other processes: their CPU time
+    if cpu := sum(t[3] for t in out):   # tasks in other processes: their CPU time
         run.extra["cpu_s"] = round(run.extra.get("cpu_s", 0) + cpu, 3)
+    for t in out:   # the storage calls each task retried
+        retries.add_to(run.extra, t[4])
     # Tasks that ran in this process (a local executor, maybe two at once on threads) compiled in this process's
     # count, which each task's own difference would count twice when they overlap; tasks on other processes
     # (Dask workers) report theirs.
     here = compile_seconds() - c0
-    _compiled(run, here or sum(c for _, _, c, _ in out))
-    return [p for _, p, _, _ in out]
+    _compiled(run, here or sum(t[2] for t in out))
+    return [t[1] for t in out]
 
 
 def _compiled(run: PhaseRun, seconds: float) -> None:
@@ -107,22 +110,26 @@ def _compiled(run: PhaseRun, seconds: float) -> None:
 
 
 def phase_task(fn: Callable, spec, index: int, item, exchange: Exchange, folder: StageDir,
-               arg) -> tuple[Any, float, float, float]:
-    """Worker side of a phase: its result, this process's peak RSS, the seconds numba spent compiling, and the CPU
-    seconds the task used when it ran outside the driver."""
+               arg) -> tuple[Any, float, float, float, dict[str, int]]:
+    """Worker side of a phase: its result, this process's peak RSS, the seconds numba spent compiling, the CPU
+    seconds the task used when it ran outside the driver, and the retries it made (gpupipe/retries.py)."""
     c0, cpu0 = compile_seconds(), time.process_time()
-    stage = worker_stage(spec)
-    out = fn(stage, Task(index, item, exchange, folder, arg))
+    with retries.counting() as retried:
+        stage = worker_stage(spec)
+        out = fn(stage, Task(index, item, exchange, folder, arg))
     cpu = time.process_time() - cpu0 if stage.ctx.driver_pid not in (0, os.getpid()) else 0.0
-    return out, peak_rss_mb(), compile_seconds() - c0, cpu
+    return out, peak_rss_mb(), compile_seconds() - c0, cpu, dict(retried)
 
 
 def apply_task(fn: Callable | None, spec, index: int, in_path: Path, folder: StageDir, exchange: Exchange,
                arg) -> dict:
     """Worker side of an APPLY phase: this partition's share of the exchange (None without `fn`), then the shared
     partition runner with it as the stage's `info` (rejects, reasons, stats and parts as for any map stage)."""
-    info = fn(worker_stage(spec), Task(index, in_path, exchange, folder, arg)) if fn is not None else None
-    return map_chain_task([spec], in_path, [folder], keep_parts=True, infos=[info])[0]
+    with retries.counting() as retried:
+        info = fn(worker_stage(spec), Task(index, in_path, exchange, folder, arg)) if fn is not None else None
+    out = map_chain_task([spec], in_path, [folder], keep_parts=True, infos=[info])[0]
+    retries.add_to(out["extra"], retried)
+    return out
 
 
 __all__ = ["apply_task", "phase_task", "run_phases", "run_stage"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from gpupipe import __version__
+from gpupipe import __version__, retries
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config_base import ConfigError, file_refs
@@ -118,6 +118,13 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
     results are committed to a bucket; None writes none. verify_resume: check the checksum of every file a
     completed stage's marker vouches for (else sizes of all, checksums of what the run reads on from: `plan_run`).
     """
+    # retries the driver makes outside any stage (listing the inputs, pulling a bucket's run directory): the run's
+    # `retries`, beside those each stage's stats hold
+    with retries.counting() as driver_retries:
+        return _run_pipeline(cfg, progress_factory, views, verify_resume, driver_retries)
+
+
+def _run_pipeline(cfg: RunConfig, progress_factory, views, verify_resume: bool, driver_retries) -> dict[str, Any]:
     device = resolve_device(cfg.device)
     storage.configure(cfg.storage.options)
     inputs = resolve_inputs(cfg.input.path, cfg.input.format)   # a ConfigError before any work
@@ -142,7 +149,8 @@ def run_pipeline(cfg: RunConfig, progress_factory: Callable[[str, int], Any] | N
             log.info("run directory %s: local copy %s", cfg.output, remote.local)
             remote.pull()
         try:
-            result = _run_locked(cfg, run, inputs, device, stale, progress_factory, remote, views, verify_resume)
+            result = _run_locked(cfg, run, inputs, device, stale, progress_factory, remote, views, verify_resume,
+                                 driver_retries)
         except (EmptyRunError, ConservationError):
             if remote is not None:   # the run's stats.json says what went wrong: the bucket gets it too
                 remote.push_results()
@@ -310,8 +318,8 @@ def first_to_redo(run: RunDir, dirs: list[StageDir], keys: list[str], verify_all
 
 
 def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale: int | None,
-                progress_factory, remote: RemoteRun | None = None, views=None, verify_all: bool = False
-                ) -> dict[str, Any]:
+                progress_factory, remote: RemoteRun | None = None, views=None, verify_all: bool = False,
+                driver_retries=None) -> dict[str, Any]:
     plan = plan_run(cfg, run, inputs, device, verify_all)
     stages, dirs = plan.stages, plan.dirs
     with _log_to(run):   # the views' failures are logged too (their tracebacks in the log, never the terminal)
@@ -331,9 +339,10 @@ def _run_locked(cfg: RunConfig, run: RunDir, inputs: Inputs, device: str, stale:
             native = [s.name for s in stages if s.gpu_native]
             log.info("frames: %s", f"cuDF on the GPU for GPU-native stages {native}, pandas for the others"
                      if has_cudf() else "pandas (cuDF is not installed): kernels copy their buffers to the GPU")
-        t_run = time.perf_counter()
+        t_run, started = time.perf_counter(), _utc_now()
         stage_stats = _execute(cfg, run, plan, inputs, device, progress_factory, remote)
-        return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views)
+        return _result(cfg, run, plan, stage_stats, device, time.perf_counter() - t_run, remote, views, started,
+                       driver_retries)
 
 
 def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device: str, progress_factory,
@@ -361,7 +370,9 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
             bar = (progress_factory and progress_factory(name, tasks, *size)) or contextlib.nullcontext()
             cpu0 = time.process_time()
             try:
-                with bar as b:
+                # retries the driver saw for this group (tasks run again on a fresh pool, driver phases' storage
+                # calls), on top of those its tasks counted themselves: the group's first stage's stats
+                with bar as b, retries.counting() as retried:
                     progress = b.advance if b is not None else (lambda n: None)
                     if len(group) == 1 and not fusable(stages[i]):
                         t0 = time.perf_counter()
@@ -382,6 +393,7 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
                 raise
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             _add_driver_cpu(done, time.process_time() - cpu0)
+            retries.add_to(done[0]["extra"], retried)
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(dirs[j].parts()), resumed=False)
                 if why := stages[j].skipped():
@@ -439,8 +451,29 @@ def _add_driver_cpu(done: list[dict[str, Any]], seconds: float) -> None:
         d["extra"]["cpu_s"] = round(d["extra"].get("cpu_s", 0) + seconds * share, 3)
 
 
+def _utc_now():
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def run_retries(stages: list[dict[str, Any]], driver: dict[str, int] | None = None) -> dict[str, int]:
+    """The run's retries by kind (storage, task, judge, ...): the `<kind>_retries` counters of the stages this run
+    ran (a resumed stage's were another run's) plus the driver's outside any stage, and their `total`."""
+    out: dict[str, int] = dict(driver or {})
+    for s in stages:
+        if s.get("resumed"):
+            continue
+        for k, v in s.get("extra", {}).items():
+            if k.endswith(retries.SUFFIX):
+                kind = k[: -len(retries.SUFFIX)]
+                out[kind] = out.get(kind, 0) + int(v)
+    return {**dict(sorted(out.items())), "total": sum(out.values())}
+
+
 def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[str, Any]], device: str,
-            seconds: float, remote: RemoteRun | None, views=None) -> dict[str, Any]:
+            seconds: float, remote: RemoteRun | None, views=None, started=None, driver_retries=None
+            ) -> dict[str, Any]:
     """The run's stats (RUN/stats.json), checked: conservation, an empty result, stages that did nothing."""
     stages, dirs = plan.stages, plan.dirs
     problems = check_conservation(stage_stats)
@@ -461,6 +494,10 @@ def _result(cfg: RunConfig, run: RunDir, plan: RunPlan, stage_stats: list[dict[s
         "docs_added_total": sum(s.get("extra", {}).get("docs_added", 0) for s in stage_stats),
         "conservation_ok": not problems,
         "seconds": round(seconds, 3),
+        # when the run ran (UTC), once per run: the date the dashboards' daily output volume sums by
+        "started_at": (started or _utc_now()).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "run_date": _utc_now().strftime("%Y-%m-%d"),
+        "retries": run_retries(stage_stats, driver_retries),
         "curated_dir": where(next(d.root for d, s in zip(dirs[::-1], stages[::-1])
                                   if s.name not in ("tokenize", "mixture", "pack"))),
         "shards_dir": where(run.shards) if stages[-1].name == "pack" else None,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpupipe import retries
 from gpupipe._numba_cache import compile_seconds
 from gpupipe.backend import read_frame, write_frame
 from gpupipe.nvtx_ranges import annotate
@@ -59,7 +60,8 @@ def map_chain_task(specs: list, in_path: Path, dirs: list[StageDir], keep_parts:
     elsewhere = bool(stages) and stages[0].ctx.driver_pid not in (0, os.getpid())
     for k, (stage, folder) in enumerate(zip(stages, dirs)):
         cpu0 = time.process_time()
-        with annotate(f"gpupipe/{stage.name}"):
+        # the storage calls retried while this stage reads (k = 0), computes and writes: its own stats' retries
+        with annotate(f"gpupipe/{stage.name}"), retries.counting() as retried:
             t0, c0 = time.perf_counter(), compile_seconds()
             if k == 0:
                 df = read_frame(in_path, stage.frame_device())
@@ -73,6 +75,7 @@ def map_chain_task(specs: list, in_path: Path, dirs: list[StageDir], keep_parts:
                 moved += write_frame(table, folder.side(table_name) / name)
             if moved:  # a GPU-native stage's output, brought to the host to be written
                 stats.extra["host_transfer_bytes"] += moved
+        retries.add_to(stats.extra, retried)
         stats.extra["peak_rss_mb_worker"] = peak_rss_mb()
         if elsewhere:   # a worker's CPU time; the driver counts its own (run/pipeline.py)
             stats.extra["cpu_s"] = round(time.process_time() - cpu0, 3)

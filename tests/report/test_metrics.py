@@ -173,6 +173,27 @@ def test_metrics_prom_matches_stats(run):
     assert [v for _, v in buckets] == sorted(v for _, v in buckets)           # cumulative
     assert buckets[-1] == (float("inf"), stats["stages"][-2]["docs_out"])
     assert value("gpupipe_document_tokens_sum") == run["st"]["tokenize"]["extra"]["tokens"]
+    day = stats["run_date"]
+    assert value("gpupipe_daily_output_documents", date=day) == stats["output_docs"]
+    assert value("gpupipe_daily_output_tokens", date=day) == run["st"]["tokenize"]["extra"]["tokens"]
+
+
+def test_the_run_is_dated_once_for_the_daily_output_volume(run):
+    """Seed 002's daily_output_volume: the run's date (UTC) in stats.json, its output under that date; a run that
+    resumed every stage output nothing new that day."""
+    import datetime
+
+    stats = run["stats"]
+    started = datetime.datetime.strptime(stats["started_at"], "%Y-%m-%dT%H:%M:%SZ")
+    day = datetime.date.fromisoformat(stats["run_date"])
+    assert started.date() <= day <= datetime.datetime.now(datetime.timezone.utc).date()
+    assert stats["metrics"]["daily_output_volume"] == {
+        stats["run_date"]: {"documents": stats["output_docs"], "tokens": run["st"]["tokenize"]["extra"]["tokens"]}}
+    assert stats["retries"] == {"total": 0}
+    from gpupipe.report.metrics import daily_output_volume
+
+    resumed = {**stats, "stages": [{**s, "resumed": True} for s in stats["stages"]]}
+    assert daily_output_volume(resumed) == {stats["run_date"]: {"documents": 0, "tokens": 0}}
 
 
 def test_report_shows_histograms_latency_and_dashboard(run):

@@ -711,7 +711,8 @@ def _judge_candidates(judge: LLMJudge, candidates: Path, out: Path, stats: dict[
     verdicts, counts = judge.judge_all(((r["id"], r["text"]) for r in _read_jsonl(candidates)),
                                        checkpoint=out / VERDICTS_FILE)
     stats["judge"] = {"model": judge.cfg.model, "base_url": judge.cfg.base_url, "key": judge.key,
-                      **{k: counts.get(k, 0) for k in ("asked", "resumed", "failed", "kept", "dropped", "attempts")}}
+                      **{k: counts.get(k, 0) for k in ("asked", "resumed", "failed", "kept", "dropped", "attempts",
+                                                         "retries")}}
     return verdicts
 
 

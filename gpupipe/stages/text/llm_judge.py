@@ -216,7 +216,8 @@ class LLMJudge:
                   resume_from: Iterable[str | os.PathLike] = ()) -> tuple[dict[str, Verdict], Counter]:
         """Verdicts for (id, text) items: those already in the checkpoint (or `resume_from` files) are not asked.
 
-        Returns (id → verdict, counters: asked, resumed, failed, kept, dropped, attempts).
+        Returns (id → verdict, counters: asked, resumed, failed, kept, dropped, attempts, retries: the attempts
+        after each chunk's first).
         """
         done: dict[str, Verdict] = {}
         for path in [*resume_from, *([checkpoint] if checkpoint else [])]:
@@ -242,6 +243,7 @@ class LLMJudge:
                         writer.write(verdict_line(cid, v, self.key, self.cfg.model))
                     stats["asked"] += 1
                     stats["attempts"] += v.attempts
+                    stats["retries"] += v.attempts - 1   # a stage's `judge_retries` (gpupipe/retries.py)
                     stats["failed"] += v.failed
         finally:
             if writer:
