@@ -275,12 +275,13 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     import json
 
-    from gpupipe.plan import parse_tokens, plan_builtin, plan_from_run, plan_summary, plan_table
+    from gpupipe.plan import add_cost, parse_tokens, plan_builtin, plan_from_run, plan_summary, plan_table
 
     try:
         target = parse_tokens(args.tokens)
         plan = (plan_from_run(args.run_dir, target, args.cpus, args.gpus) if args.run_dir   # a path or a URL
                 else plan_builtin(target, args.cpus, args.gpus))
+        add_cost(plan, args.usd_per_core_hour, args.usd_per_gpu_hour)
     except (ValueError, OSError) as e:
         return fail(f"plan: {e}", 2)
     for w in plan["warnings"]:
@@ -413,6 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--tokens", required=True, help="token target, e.g. 1T, 500B, 2.5M")
     pl.add_argument("--cpus", type=int, help="CPU cores available: also print the wall-clock hours")
     pl.add_argument("--gpus", type=int, help="GPUs available: also print the wall-clock hours")
+    pl.add_argument("--usd-per-core-hour", type=float, metavar="USD",
+                    help="price of a CPU core-hour for the cost (default 0.01: a spot vCPU-hour)")
+    pl.add_argument("--usd-per-gpu-hour", type=float, metavar="USD",
+                    help="price of a GPU-hour for the cost (default 1.00: an A100 spot hour)")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON (every stage)")
     pl.set_defaults(fn=cmd_plan)
 

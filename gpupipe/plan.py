@@ -17,7 +17,9 @@ stage's tokens plus one EOS per document. With `--cpus N` / `--gpus M` it also g
 (core-hours / N, GPU-hours / M). A target more than MAX_RELIABLE_SCALE times the run's tokens gets a warning: so
 small a run's times are mostly start-up, which does not grow with the data. Without a run it scales the user's reference
 reference table (per 1T tokens) instead. Stages are summed into the seed's five rows (采集与提取, 基础过滤, 去重,
-质量过滤, 后处理与打包); `--json` has every stage. RUN_DIR may be a URL (s3://...): its files are read and listed there.
+质量过滤, 后处理与打包: PII redaction is post-processing, the transformer classifier and semantic dedup are quality, as
+seed 002 groups them); `--json` has every stage. The cost is core-hours x $/core-hour + GPU-hours x $/GPU-hour
+(`--usd-per-core-hour`, `--usd-per-gpu-hour`; defaults USD_PER_CORE_HOUR and USD_PER_GPU_HOUR, named in the output). RUN_DIR may be a URL (s3://...): its files are read and listed there.
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ from typing import Any
 
 from gpupipe.io import storage
 
-GROUPS = [  # the reference table's rows and the stages each one sums
+GROUPS = [  # the reference table's rows and the stages each one sums, as seed 002's five stages group them
     ("采集与提取 (collection, extraction)", {"read", "extract", "chunk_markdown"}),
-    ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "line_filter", "doc_filter", "pii"}),
-    ("去重 (dedup)", {"url_dedup", "exact_dedup", "fuzzy_dedup", "substring_dedup"}),
-    ("质量过滤 (quality)", {"quality", "quality_classifier", "perplexity", "llm_judge", "decontaminate"}),
-    ("后处理与打包 (tokenize, pack)", {"tokenize", "mixture", "pack"}),
+    ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "line_filter", "doc_filter"}),
+    ("去重 (dedup)", {"url_dedup", "exact_dedup", "fuzzy_dedup", "simhash_dedup", "substring_dedup"}),
+    # seed 002 Stage 4: PPL, the quality classifier (a transformer: `classifier`), educational value; semantic
+    # dedup runs the same encoders on the GPU
+    ("质量过滤 (quality)", {"quality", "quality_classifier", "classifier", "semantic_dedup", "perplexity",
+                           "llm_judge", "decontaminate"}),
+    # seed 002 Stage 5: PII redaction, tokenize + statistics, packing
+    ("后处理与打包 (PII, tokenize, pack)", {"pii", "tokenize", "mixture", "pack"}),
 ]
 OTHER_GROUP = GROUPS[-1][0]
 # the reference table, per 1T tokens: CPU core-hours, GPU-hours (A100), storage TB; raw crawl not in the
@@ -42,6 +48,11 @@ OTHER_GROUP = GROUPS[-1][0]
 BUILTIN_PER_T = [(50_000, 0, 20), (10_000, 0, 15), (100_000, 0, 30), (20_000, 2_000, 10), (10_000, 0, 5)]
 BUILTIN_RAW_TB = 20
 TB = 1e12
+# What an hour costs, in US dollars (`gpupipe plan --usd-per-core-hour/--usd-per-gpu-hour`). The defaults price
+# seed 002's reference table (~190K core-hours, ~2K A100 GPU-hours per 1T tokens) at $3,900, inside its "$2,000-5,000"
+# estimate: a preemptible/spot vCPU-hour (~$0.01) and an A100 spot hour (~$1.00).
+USD_PER_CORE_HOUR = 0.01
+USD_PER_GPU_HOUR = 1.00
 MAX_RELIABLE_SCALE = 1000   # a run scaled further than this is too small to extrapolate from (a warning says so)
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
@@ -186,6 +197,29 @@ def _finish(plan: dict[str, Any], cpus: int | None, gpus: int | None) -> dict[st
     return plan
 
 
+def add_cost(plan: dict[str, Any], usd_per_core_hour: float | None = None,
+             usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
+    """The plan's cost in US dollars, per group and in total: core-hours x $/core-hour + GPU-hours x $/GPU-hour
+    (None: the defaults, USD_PER_CORE_HOUR and USD_PER_GPU_HOUR). No GPU figure (a CPU run): no GPU cost (null)."""
+    core = USD_PER_CORE_HOUR if usd_per_core_hour is None else float(usd_per_core_hour)
+    gpu = USD_PER_GPU_HOUR if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
+    if core < 0 or gpu < 0:
+        raise ValueError("prices per hour must be >= 0")
+
+    def cost(row: dict[str, Any]) -> dict[str, Any]:
+        cpu_usd = row["cpu_core_hours"] * core
+        gpu_usd = None if row["gpu_hours"] is None else row["gpu_hours"] * gpu
+        return {"cpu_usd": cpu_usd, "gpu_usd": gpu_usd, "usd": cpu_usd + (gpu_usd or 0.0)}
+
+    for g in plan["groups"]:
+        g["cost"] = cost(g)
+    plan["cost"] = {"usd_per_core_hour": core, "usd_per_gpu_hour": gpu,
+                    "defaults": {"usd_per_core_hour": usd_per_core_hour is None,
+                                 "usd_per_gpu_hour": usd_per_gpu_hour is None},
+                    **cost(plan["total"])}
+    return plan
+
+
 def human(n: float) -> str:
     """The seed's style: 50K, 1.2M, 2K; under 10 with two significant digits."""
     for unit, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -202,15 +236,22 @@ def plan_table(plan: dict[str, Any]):
     t = Table(title=f"resources for {human(plan['target_tokens'])} tokens ({plan['basis']}"
                     + (f": {plan['run_dir']}, {plan['measured_tokens']:,} tokens, x{plan['scale']:,.4g})"
                        if plan["basis"] == "run" else ")"))
-    for col in ("阶段 stage", "CPU 核·时 core-hours", "GPU 核·时 GPU-hours", "存储 (TB) storage"):
+    priced = "cost" in plan
+    for col in ("阶段 stage", "CPU 核·时 core-hours", "GPU 核·时 GPU-hours", "存储 (TB) storage",
+                *(("成本 cost (USD)",) if priced else ())):
         t.add_column(col, justify="left" if col.startswith("阶段") else "right")
     for g in plan["groups"]:
         label = g["group"] + (f"\n  {', '.join(g['stages'])}" if g["stages"] else "")
-        t.add_row(label, human(g["cpu_core_hours"]), _gpu(g["gpu_hours"]), f"{g['storage_bytes'] / TB:,.2f}")
+        t.add_row(label, human(g["cpu_core_hours"]), _gpu(g["gpu_hours"]), f"{g['storage_bytes'] / TB:,.2f}",
+                  *((_usd(g["cost"]["usd"]),) if priced else ()))
     tot = plan["total"]
     t.add_row("总计 total", f"~{human(tot['cpu_core_hours'])}", _gpu(tot["gpu_hours"], "~"),
-              f"~{tot['storage_bytes'] / TB:,.2f}")
+              f"~{tot['storage_bytes'] / TB:,.2f}", *((f"~{_usd(plan['cost']['usd'])}",) if priced else ()))
     return t
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.0f}" if v >= 10 else f"${v:,.2f}"
 
 
 def _gpu(hours: float | None, prefix: str = "") -> str:
@@ -225,6 +266,15 @@ def plan_summary(plan: dict[str, Any]) -> list[str]:
     if not plan["gpu_measured"]:
         lines.append(f"measured on the CPU (device {plan.get('device')}): no GPU-hours estimated; the CPU "
                      f"core-hours are the whole estimate")
+    if "cost" in plan:
+        c = plan["cost"]
+        said = lambda key: " (default)" if c["defaults"][key] else ""   # noqa: E731
+        lines.append(f"cost: {_usd(c['usd'])} = {human(tot['cpu_core_hours'])} core-hours x "
+                     f"${c['usd_per_core_hour']:g}/core-hour{said('usd_per_core_hour')}"
+                     + (f" + {human(tot['gpu_hours'])} GPU-hours x ${c['usd_per_gpu_hour']:g}/GPU-hour"
+                        f"{said('usd_per_gpu_hour')}" if tot["gpu_hours"] is not None else
+                        " (no GPU-hours estimated: no GPU cost)")
+                     + "; set the prices with --usd-per-core-hour and --usd-per-gpu-hour")
     if plan.get("cpus"):
         lines.append(f"wall clock on {plan['cpus']} CPU cores: {tot['wall_hours_cpu']:,.1f} h")
     if plan.get("gpus") and "wall_hours_gpu" in tot:
@@ -234,4 +284,4 @@ def plan_summary(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["GROUPS", "parse_tokens", "plan_builtin", "plan_from_run", "plan_summary", "plan_table"]
+__all__ = ["GROUPS", "USD_PER_CORE_HOUR", "USD_PER_GPU_HOUR", "add_cost", "parse_tokens", "plan_builtin", "plan_from_run", "plan_summary", "plan_table"]

@@ -111,3 +111,48 @@ def test_a_huge_extrapolation_is_warned_about(run, capsys):
     assert "unreliable" in json.loads(captured.out)["warnings"][0] and "warning:" in captured.err
     assert main(["plan", str(root), "--tokens", str(1000 * manifest["stream_tokens"])]) == 0
     assert "warning" not in capsys.readouterr().err   # x1000 is the limit
+
+
+def test_stages_are_grouped_as_seed_002_groups_them():
+    """#35 part 4: seed 002's Stage 4 (quality) holds the transformer classifier and semantic dedup, Stage 5
+    (post-processing) PII redaction; SimHash is a dedup. Every stage gpupipe has is in a group of its own name."""
+    from gpupipe.plan import group_of
+    from gpupipe.stages import STAGES
+
+    collect, basic, dedup, quality, post = (g for g, _ in GROUPS)
+    assert [group_of(s) for s in ("classifier", "semantic_dedup", "quality_classifier", "perplexity")] == [quality] * 4
+    assert [group_of(s) for s in ("pii", "tokenize", "pack")] == [post] * 3
+    assert group_of("simhash_dedup") == group_of("fuzzy_dedup") == dedup and group_of("langid") == basic
+    named = set().union(*(names for _, names in GROUPS))
+    assert set(STAGES) - {"llm_judge"} <= named | {"read"}, set(STAGES) - named   # no stage falls into "other"
+
+
+def test_the_plan_prices_its_hours(capsys):
+    """The cost: core-hours x $/core-hour + GPU-hours x $/GPU-hour, defaults stated; seed 002's table (190K
+    core-hours, 2K GPU-hours per 1T) at the defaults falls in its own "$2,000-5,000"."""
+    from gpupipe.plan import USD_PER_CORE_HOUR, USD_PER_GPU_HOUR, add_cost
+
+    plan = add_cost(plan_builtin(10**12))
+    assert plan["cost"]["usd"] == pytest.approx(190_000 * USD_PER_CORE_HOUR + 2_000 * USD_PER_GPU_HOUR)
+    assert 2_000 <= plan["cost"]["usd"] <= 5_000
+    assert sum(g["cost"]["usd"] for g in plan["groups"]) == pytest.approx(plan["cost"]["usd"])
+    assert plan["groups"][3]["cost"]["gpu_usd"] == pytest.approx(2_000 * USD_PER_GPU_HOUR)
+    mine = add_cost(plan_builtin(10**12), usd_per_core_hour=0.05, usd_per_gpu_hour=2.5)
+    assert mine["cost"]["usd"] == pytest.approx(190_000 * 0.05 + 2_000 * 2.5)
+    assert mine["cost"]["defaults"] == {"usd_per_core_hour": False, "usd_per_gpu_hour": False}
+    assert main(["plan", "--tokens", "1T"]) == 0
+    out = capsys.readouterr().out
+    assert f"${USD_PER_CORE_HOUR:g}/core-hour (default)" in out and f"${USD_PER_GPU_HOUR:g}/GPU-hour (default)" in out
+    assert f"cost: ${plan['cost']['usd']:,.0f}" in out and "成本 cost (USD)" in out
+    assert main(["plan", "--tokens", "1T", "--usd-per-core-hour", "0.05", "--usd-per-gpu-hour", "2.5",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["usd"] == pytest.approx(14_500)
+    assert main(["plan", "--tokens", "1T", "--usd-per-core-hour", "-1"]) == 2
+
+
+def test_a_cpu_run_is_priced_without_a_gpu_cost(run, capsys):
+    root, stats, manifest = run
+    assert main(["plan", str(root), "--tokens", str(10 * manifest["stream_tokens"]), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["cost"]["gpu_usd"] is None
+    assert plan["cost"]["usd"] == pytest.approx(plan["total"]["cpu_core_hours"] * plan["cost"]["usd_per_core_hour"])
