@@ -57,6 +57,7 @@ HIDDEN_CSS = '[hidden], [aria-hidden="true"], [style*="display:none"], [style*="
              '[style*="visibility:hidden"], [style*="visibility: hidden"]'
 
 # schema.org metadata about the page (publisher, logo, image, author cards), hidden by the site's CSS
+PRODUCT_CSS = '[itemtype*="schema.org/Product"], meta[property="og:type"][content="product"]'
 STRUCT_CSS = '[itemprop="publisher"], [itemprop="image"][itemscope], [itemprop="logo"], [itemprop="author"][itemscope]'
 BLOCK_TAGS = frozenset("p h1 h2 h3 h4 h5 h6 li pre blockquote dd dt div section article main header td th tr "
                        "table ul ol dl figcaption caption address details summary center body form fieldset "
@@ -123,6 +124,11 @@ ITEMS_BESIDE = 2000
 ITEM_OWN = 40
 ITEMS_ARTICLE = 2000
 NOT_ITEMS = frozenset({"p"})
+CONTAINED_SHARE = 0.6
+# a product's page (_product) where fast kept this share of the page's text or more is left to trafilatura (auto):
+# chosen on WCXB's choose half, product 0.612 -> 0.639 (0.75; 0.85: 0.623), other kinds within 0.0005
+PRODUCT_WHOLE = 0.75
+WORD_RE = re.compile(r"\w+")
 CJK_RE = re.compile(regex_class(CJK_TEXT, "python"))   # CJK text, punctuation included (kernels/script_class.py)
 WS_RE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
 NL_RE = re.compile(r" *\n[\s]*")
@@ -148,6 +154,7 @@ class Result:
     tree: LexborHTMLParser | None = field(default=None, repr=False)   # the cleaned page (auto's fallback reads it)
     prose: float = 0.0        # the page's prose: the summed values of its blocks that read as prose
     prose_kept: float = 0.0   # the part of it in the kept blocks
+    product: bool = False     # a product's page (a schema.org Product card or microdata, og:type product)
 
     def cleaned_html(self) -> str | None:
         """The page less what cleaning removed (scripts, styles, menus, footers, hidden parts, media), as HTML."""
@@ -412,7 +419,7 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     body = tree.body
     if body is None:
         return Result("", 0, 0, 0)
-    product = _product_description(tree)
+    is_product, product = _product(tree)
     _clean(tree)
     if not tables:
         tree.strip_tags(["table"])
@@ -448,13 +455,20 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     if comments:
         keep += _comments(body, [b for b in blocks if top not in b.path])
     text = "\n".join(b.text for b in keep)
-    if product and len(product) > len(text):   # a shop page whose description is only in its schema.org card
-        text = f"{product}\n{text}" if text else product
+    if product and len(product) > len(text) and not _contained(product, text):
+        text = f"{product}\n{text}" if text else product   # a shop page whose description is only in its card
     if not text.isascii():   # composed characters, as trafilatura returns them (some CMSs write "u" + U+0308)
         text = unicodedata.normalize("NFC", text)
-    return Result(text, sum(len(b.text) for b in blocks), len(text), len(keep), tree,
-                  prose=sum(b.value for b in blocks if b.value > 0),
-                  prose_kept=sum(b.value for b in keep if b.value > 0))
+    page_text = sum(len(b.text) for b in blocks)
+    prose = sum(b.value for b in blocks if b.value > 0)
+    prose_kept = sum(b.value for b in keep if b.value > 0)
+    if is_product and len(text) >= PRODUCT_WHOLE * page_text:
+        # a product's page kept (nearly) whole: the container is the page, add-to-cart lines, reviews, shipping
+        # notes and the shop's pitch with the product's text; none of its prose counts as found, so auto's prose-share
+        # rule sends it to trafilatura, whose finer pruning keeps less of that
+        prose_kept = 0.0
+    return Result(text, page_text, len(text), len(keep), tree, prose=prose, prose_kept=prose_kept,
+                  product=is_product)
 
 
 def _items(blocks: list[Block], sig: dict) -> set:
@@ -512,9 +526,13 @@ def _with_items(blocks: list[Block], keep: list[Block], items: set, top_path: tu
     return [b for b in blocks if id(b) in ids]
 
 
-def _product_description(tree) -> str:
-    """The description in the page's schema.org Product card (JSON-LD), or "": a shop page's text that may be
-    nowhere else in its HTML (rendered by script)."""
+def _product(tree) -> tuple[bool, str]:
+    """(the page is a product's, the description in its schema.org Product card or ""). A product's page has Product
+    microdata, og:type product, or a JSON-LD Product card named as its title (h1): a listing's or an article's cards
+    are named otherwise. The card's description is a shop page's text that may be nowhere else in its HTML (rendered
+    by script)."""
+    is_product, description = tree.css_first(PRODUCT_CSS) is not None, ""
+    title = None
     for node in tree.css('script[type="application/ld+json"]'):
         raw = node.text()
         if "Product" not in raw:
@@ -529,11 +547,34 @@ def _product_description(tree) -> str:
                 stack.extend(x)
             elif isinstance(x, dict):
                 kind = x.get("@type")
-                if (kind == "Product" or isinstance(kind, list) and "Product" in kind) \
-                        and isinstance(x.get("description"), str):
-                    return NL_RE.sub("\n", WS_RE.sub(" ", x["description"])).strip()
+                if not (kind == "Product" or isinstance(kind, list) and "Product" in kind):
+                    stack.extend(v for v in x.values() if isinstance(v, (list, dict)))
+                    continue
+                if not is_product:
+                    if title is None:
+                        h1 = tree.css_first("h1")
+                        title = " ".join(h1.text(deep=True, separator=" ").split()).lower() if h1 is not None else ""
+                    name = " ".join(str(x.get("name") or "").split()).lower()
+                    is_product = bool(title and name and (title in name or name in title))
+                if not description and isinstance(x.get("description"), str):
+                    d = x["description"]
+                    if "<" in d and ">" in d:   # some shops write the description's HTML into the card
+                        d = LexborHTMLParser(d).body.text(deep=True, separator="\n")
+                    description = NL_RE.sub("\n", WS_RE.sub(" ", d)).strip()
+                if is_product and description:
+                    return is_product, description
                 stack.extend(v for v in x.values() if isinstance(v, (list, dict)))
-    return ""
+    return is_product, description
+
+
+def _contained(part: str, text: str) -> bool:
+    """Most of `part`'s words (CONTAINED_SHARE) are in `text`: a Product card's description that the page's HTML
+    already gave (with the lines split otherwise) would be said twice."""
+    words = WORD_RE.findall(part.lower())
+    if not words:
+        return True
+    have = set(WORD_RE.findall(text.lower()))
+    return sum(w in have for w in words) >= CONTAINED_SHARE * len(words)
 
 
 def _lead(blocks: list[Block], first: int) -> int:

@@ -26,3 +26,53 @@ adjusts smoothly through the whole range.</p></div></body></html>"""
     text = extract_text(html).text
     assert "manufactured wood" in text and "thirty days" in text and "easy to clean" in text
     assert "newsletter" not in text
+
+
+DESC = ("You'll love the shimmering accent stone against the silver look of this belt buckle, with engraved and "
+        "oxidized scrolls, a twisted rope border and a hook back with a swivel bar.")
+
+
+def _card(name: str, description: str) -> str:
+    import json
+    return ('<script type="application/ld+json">' + json.dumps({"@context": "https://schema.org", "@type": "Product",
+            "name": name, "description": description, "offers": {"@type": "Offer", "price": "335.00"}}) + "</script>")
+
+
+def test_product_card_description_is_not_said_twice_and_its_html_is_text():
+    """The card's description leads a shop page whose HTML gave less, but not where the HTML already has it (the
+    lines split otherwise), and markup written into the card comes out as text."""
+    page = (f"<html><head>{_card('Silver Belt Buckle', '<p>' + DESC + '</p> <p>See the <a href=/x>oval one</a>.</p>')}"
+            f"</head><body><main><h1>Silver Belt Buckle</h1><p>$335.00</p><div class='desc'><p>{DESC}</p>"
+            "<p>See the <a href=/x>oval one</a>.</p></div></main></body></html>")
+    text = extract_text(page).text
+    assert text.count("shimmering accent stone") == 1 and "<a" not in text
+    script_only = f"<html><head>{_card('Silver Belt Buckle', '<p>' + DESC + '</p>')}</head><body><h1>Silver Belt " \
+                  "Buckle</h1><p>$335.00</p></body></html>"
+    text = extract_text(script_only).text
+    assert text.startswith("You'll love the shimmering") and "<p>" not in text
+
+
+def test_a_product_page_kept_whole_goes_to_trafilatura():
+    """A product's page (a Product card named as its title) where fast's container is the whole page (the pitch,
+    shipping notes and reviews with the description) goes to trafilatura under auto; a page whose Product cards are
+    a list's items (named otherwise) does not."""
+    import pandas as pd
+
+    from gpupipe.stages.base import RunContext
+    from gpupipe.stages.text.extract import Extract, ExtractConfig
+
+    body = (f"<h1>Silver Belt Buckle</h1><div class='col'><p>{DESC}</p>"
+            "<p>Free shipping on orders over seventy-five dollars, and free returns within thirty days of delivery "
+            "to any of our stores.</p>"
+            "<p>What makes our sales team great? Hand selected from across the globe, each brings a wealth of "
+            "experience to provide you with unparalleled service.</p></div>")
+    product = f"<html><head>{_card('Silver Belt Buckle', DESC)}</head><body>{body}</body></html>"
+    listing = f"<html><head>{_card('Gold Buckle', DESC)}</head><body>{body}</body></html>"
+    r = extract_text(product)
+    assert r.product and r.prose_kept == 0 < r.prose
+    assert not extract_text(listing).product and extract_text(listing).prose_kept > 0
+    stage = Extract(ExtractConfig(extractor="auto"), RunContext())
+    stage.setup()
+    df = pd.DataFrame({"id": ["p", "l"], "doc_index": [0, 1], "url": [None, None], "html": [product, listing]})
+    _, _, stats = stage.run_partition(df)
+    assert stats.extra["extract_fallback"] == 1
