@@ -10,7 +10,7 @@ its stage out, with a note saying how to provide the file.
 Template key → gpupipe:
   pipeline.name / version               output `runs/<name>` / ignored (descriptive)
   stages.extraction.tool                extract.extractor (trafilatura, resiliparse)
-  stages.extraction.min_content_length  ignored: no raw-length minimum before extraction yet (issue #35, item 3)
+  stages.extraction.min_content_length  extract.min_content_length (bytes of HTML before extraction)
   stages.language_detection.model       langid.model (fasttext-lid-176 = the shipped lid.176.ftz)
   stages.language_detection.languages   langid.keep + langid.min_score per language
   stages.deduplication.url_dedup        url_dedup
@@ -115,8 +115,11 @@ def _extraction(r: _Reader, s: dict, at: str) -> list[dict]:
         params["extractor"] = tool
         r.note(f"{at}.tool", f"{tool} → extract.extractor: {tool}")
     if "min_content_length" in s:
-        r.note(f"{at}.min_content_length", f"{s.pop('min_content_length')}: ignored, gpupipe's extract has no minimum "
-                                           "raw length before extraction (issue #35, item 3)")
+        n = s.pop("min_content_length")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ConfigError(f"{r.where}: key '{at}.min_content_length': {n!r} is not a byte count (an integer >= 0)")
+        params["min_content_length"] = n
+        r.note(f"{at}.min_content_length", f"{n} → extract.min_content_length: {n} (bytes of HTML before extraction)")
     r.done(s, at, ("tool", "min_content_length"))
     return [{"extract": params}]
 

@@ -53,7 +53,7 @@ stages:
     tokenizer: null  # 可选预 tokenize
 """
 
-EXPECTED_STAGES = [{"extract": {"extractor": "trafilatura"}},
+EXPECTED_STAGES = [{"extract": {"extractor": "trafilatura", "min_content_length": 200}},
                    {"langid": {"keep": ["zh", "en"], "min_score": {"zh": 0.65, "en": 0.8}}},
                    {"url_dedup": {}}, {"fuzzy_dedup": {"num_perm": 128, "threshold": 0.8}},
                    {"substring_dedup": {"min_length": 200}}]
@@ -90,7 +90,7 @@ def test_convert_prints_the_mapped_config_and_a_note_per_key(template, capsys):
     said = dict(n.split(": ", 1) for n in notes)
     assert "fuzzy_dedup" in said["stages.deduplication.minhash"]
     assert "substring_dedup" in said["stages.deduplication.suffix_array"]
-    assert "ignored" in said["stages.extraction.min_content_length"]
+    assert "extract.min_content_length: 200" in said["stages.extraction.min_content_length"]
     for key, model in (("perplexity", "kenlm-wiki"), ("classifier", "deberta-v3-small-quality")):
         assert said[f"stages.quality_filter.{key}"].startswith(f"left out: the model '{model}' is not a")
         assert "Provide" in said[f"stages.quality_filter.{key}"]

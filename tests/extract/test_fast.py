@@ -63,7 +63,7 @@ def test_fast_tables_can_be_left_out():
 
 @pytest.mark.parametrize("extractor", ["fast", "auto"])
 def test_stage_extractors_and_reasons(extractor):
-    df = _frame([DOC_PAGE, "", "<html><body><div></div></body></html>"])
+    df = _frame([DOC_PAGE, "", "<html><body>" + "<div></div>" * 20 + "</body></html>"])
     kept, rejects, stats = _stage(extractor=extractor).run_partition(df)
     assert kept["id"].tolist() == ["p0"] and "Wheels carve" in kept["text"].iloc[0]
     assert dict(stats.removed) == {"empty_html": 1, "no_main_text": 1}

@@ -78,7 +78,7 @@ PAGE = """<html><head><title>Rivers</title><meta charset="utf-8"></head><body>
 
 def test_extract_keeps_main_text_drops_boilerplate_and_counts_failures():
     df = pd.DataFrame({"id": ["page", "empty", "junk"], "doc_index": range(3), "url": [None] * 3,
-                       "html": [PAGE, "", "<html><body><div></div></body></html>"]})
+                       "html": [PAGE, "", "<html><body>" + "<div></div>" * 20 + "</body></html>"]})
     stage = _stage(Extract)
     for _ in range(2):  # twice: no state kept between calls (trafilatura's dedup cache stays off)
         kept, rejects, stats = stage.run_partition(df)

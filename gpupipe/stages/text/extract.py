@@ -18,6 +18,8 @@ partition, extraction is one library call per page (neither library has a batch 
 Documents that already have text (from JSONL or Parquet inputs read in the same run as WARCs or HTML folders) pass
 through unchanged. A page the extractor raises on is dropped as `extract_error`, counted per exception class in
 `extra.extract_error_<Class>`, and its first few cases per partition are logged with the document id and message.
+Seed 002's length rules are on by default: a page under `min_content_length` (200) bytes of HTML is
+`content_too_short` (not parsed), an extraction under `min_text_chars` (100) characters is `text_too_short`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections import Counter
 from typing import Callable, Literal
 
 import pandas as pd
+
+from pydantic import Field
 
 from gpupipe.config_base import Strict
 from gpupipe.extract.timeout import PageTimeout, time_limit
@@ -71,6 +75,12 @@ class ExtractConfig(Strict):
     max_html_bytes: int = 5_000_000     # giant pages are counted and skipped, not parsed for minutes
     keep_html: bool = False             # carry the raw HTML on (large) for later inspection
     extract_timeout: float = 30.0       # seconds per page; a page past it is stopped and counted; 0 = no limit
+    # Seed 002's two length rules (#35), on by default as the seed writes them: WARCConfig.min_content_length = 200
+    # bytes (a page whose HTML, as UTF-8, is shorter is `content_too_short`, not parsed) and extract_content's
+    # `len(result) < 100` (an extraction under 100 characters is `text_too_short`). Only pages the stage extracts are
+    # measured: documents that arrive with text (JSONL, Parquet) pass through whatever their length. 0 turns a rule off.
+    min_content_length: int = Field(200, ge=0)   # bytes of HTML
+    min_text_chars: int = Field(100, ge=0)       # characters of extracted text (Python len, as the seed's)
 
 
 # resiliparse options chosen on the benchmark: block formatting kept (paragraph and line breaks feed the line
@@ -153,6 +163,13 @@ def too_large(html: str, max_bytes: int) -> bool:
     return len(html) > max_bytes or len(html.encode("utf-8", "surrogatepass")) > max_bytes
 
 
+def _shorter_than(html: str, min_bytes: int) -> bool:
+    """UTF-8 length of the page under min_bytes (encoded only when the character count leaves it open)."""
+    if len(html) >= min_bytes:
+        return False
+    return len(html.encode("utf-8", "surrogatepass")) < min_bytes
+
+
 def _str_or_none(value) -> str | None:
     """A string cell as is; a missing one (None, or NaN: pandas reads null strings as NaN) as None."""
     return value if isinstance(value, str) else None
@@ -181,6 +198,8 @@ class Extract(MapStage):
             return None, "empty_html", None, None
         if too_large(html, self.config.max_html_bytes):
             return None, "html_too_large", None, None
+        if self.config.min_content_length and _shorter_than(html, self.config.min_content_length):
+            return None, "content_too_short", None, None
         t0 = time.perf_counter()
         try:
             with time_limit(self.config.extract_timeout):
@@ -190,7 +209,10 @@ class Extract(MapStage):
         except Exception as e:  # a page the extractor chokes on is a counted reason, not a failed run
             return None, "extract_error", e, time.perf_counter() - t0
         # the extractor's text as it came (a Fallback is counted), even where it goes
-        return text, (None if text and text.strip() else "no_main_text"), None, time.perf_counter() - t0
+        why = None if text and text.strip() else "no_main_text"
+        if why is None and len(text) < self.config.min_text_chars:
+            why = "text_too_short"
+        return text, why, None, time.perf_counter() - t0
 
     def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
         """text per row (extracted from `html`; a document that has text and no HTML passes through), why a row

@@ -73,7 +73,7 @@ def test_resiliparse_keeps_paragraph_breaks():
 
 @pytest.mark.parametrize("extractor", EXTRACTORS)
 def test_failures_are_counted_reasons(extractor):
-    df = _frame([PAGE, "", "<html><body><div></div></body></html>", PAGE.replace("<p>", "<p>" + "x" * 500)])
+    df = _frame([PAGE, "", "<html><body>" + "<div></div>" * 20 + "</body></html>", PAGE.replace("<p>", "<p>" + "x" * 500)])
     kept, rejects, stats = _stage(extractor=extractor, max_html_bytes=len(PAGE.encode()) + 10).run_partition(df)
     assert kept["id"].tolist() == ["p0"]
     assert dict(stats.removed) == {"empty_html": 1, "no_main_text": 1, "html_too_large": 1}
@@ -120,7 +120,7 @@ def test_missing_urls_reach_the_extractor_as_none():
 
 
 def test_extract_errors_counted_per_class_and_logged(caplog):
-    stage = _stage()
+    stage = _stage(min_content_length=0)   # tiny pages: reach the extractor
 
     def picky(html, url):
         if "KEY" in html:
@@ -148,3 +148,44 @@ def test_documents_with_text_pass_through():
     mixed = _frame([PAGE, None]).assign(text=[None, "Kept as is."])
     kept = _stage().run_partition(mixed)[0]
     assert "meander" in kept["text"].iloc[0] and kept["text"].iloc[1] == "Kept as is."
+
+
+SHORT_ARTICLE = ("<html><head><title>Rivers</title><style>" + "body{margin:0}" * 20 + "</style></head><body>"
+                 "<article><h1>Rivers</h1><p>Rivers carve valleys over thousands of years.</p></article>"
+                 "</body></html>")
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_seed_002_length_rules_are_defaults_with_named_reasons(extractor):
+    """Seed 002 §1.1 WARCConfig.min_content_length = 200 bytes before extraction, §1.2 `len(result) < 100` after:
+    both on by default, each counted under its own reason; a document that arrives with text passes through."""
+    assert (ExtractConfig().min_content_length, ExtractConfig().min_text_chars) == (200, 100)
+    tiny = "<html><body><p>Hi there</p></body></html>"
+    assert len(tiny.encode()) < 200 <= len(SHORT_ARTICLE.encode())
+    df = _frame([PAGE, tiny, SHORT_ARTICLE, None])
+    df.loc[3, "text"] = "a short JSONL text"          # arrives with text: not extracted, not measured
+    kept, rejects, stats = _stage(extractor=extractor).run_partition(df)
+    assert kept["id"].tolist() == ["p0", "p3"]
+    assert dict(stats.removed) == {"content_too_short": 1, "text_too_short": 1}
+    assert rejects.set_index("id")["reason"].to_dict() == {"p1": "content_too_short", "p2": "text_too_short"}
+    assert stats.docs_in == stats.docs_out + sum(stats.removed.values())
+    # 0 turns each rule off: the tiny page is extracted (its text is short but not empty), the short article kept
+    kept, _, stats = _stage(extractor=extractor, min_content_length=0, min_text_chars=0).run_partition(df)
+    assert {"p0", "p2", "p3"} <= set(kept["id"]) and "content_too_short" not in stats.removed
+
+
+def test_content_length_counts_utf8_bytes():
+    stage = _stage(extractor="fast")
+    page = "<html><body><p>" + "中" * 50 + "</p></body></html>"   # 80 characters, 180 bytes
+    assert len(page) < 200 and len(page.encode()) < 200
+    assert stage.run_partition(_frame([page]))[2].removed == {"content_too_short": 1}
+    page = "<html><body><p>" + "中" * 70 + "</p></body></html>"   # 100 characters, 240 bytes: not too short
+    assert "content_too_short" not in stage.run_partition(_frame([page]))[2].removed
+
+
+def test_bad_length_settings_are_refused():
+    from pydantic import ValidationError
+
+    for bad in ({"min_content_length": -1}, {"min_text_chars": "many"}):
+        with pytest.raises(ValidationError):
+            ExtractConfig(**bad)
