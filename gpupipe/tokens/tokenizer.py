@@ -183,6 +183,12 @@ def _hf_encode_batch(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in encodings]
 
 
+def id_space(tok: Tokenizer) -> int:
+    """One more than the highest id: the vocabulary size the shards' dtype must hold. The token count
+    (get_vocab_size) is less where ids leave gaps (tiktoken's cl100k_base has no id 100256)."""
+    return max(tok.get_vocab_size(), max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1)
+
+
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits (vocab_size <= 65535), else uint32."""
     if vocab_size <= 0:

@@ -44,3 +44,17 @@ def mixed_corpus(n: int, seed: int) -> list[str]:
             parts.append(f"a page that says {EOS_TOKEN} literally")
         docs.append(rng.choice(["", " ", "\n", "  "]).join(parts))
     return docs
+
+
+def real_texts(chunk: int = 2000) -> list[str]:
+    """Real prose in Chinese and English, cut into `chunk`-character documents: the seed documents (shared/seeds,
+    beside the repository) when present, and this repository's README and design notes."""
+    from tests.helpers import ROOT
+
+    files = sorted((ROOT.parent / "shared" / "seeds").glob("00*.txt")) + [ROOT / "README.md", ROOT / "docs" / "design.md"]
+    texts = []
+    for p in files:
+        if p.is_file():
+            text = p.read_text(encoding="utf-8")
+            texts += [text[i:i + chunk] for i in range(0, len(text), chunk)]
+    return texts

@@ -32,7 +32,8 @@ from gpupipe.tokens.bestfit import DEFAULT_WINDOW_DOCS, PAD_TOKEN, BestFitPacker
 from gpupipe.tokens.manifest import write_manifest
 from gpupipe.tokens.megatron import MegatronWriter
 from gpupipe.tokens.packing import PARQUET_COMPRESSION, PARQUET_ROW_GROUP_SIZE, StreamPacker, write_parquet_shards
-from gpupipe.tokens.tokenizer import EOS_TOKEN, TOKENIZER_FILE, eos_id, load_tokenizer, save_tokenizer, token_dtype
+from gpupipe.tokens.tokenizer import (EOS_TOKEN, TOKENIZER_FILE, eos_id, id_space, load_tokenizer, save_tokenizer,
+                                      token_dtype)
 from gpupipe.tokens.verify import verify_shards
 
 MEGATRON_PREFIX = "megatron/data"  # relative to the shards folder
@@ -143,7 +144,7 @@ class Pack(PhasedStage):
 
 def pack_phase(stage: Pack, run: PhaseRun) -> None:
     tok = load_tokenizer(run.prev.tokenizer)
-    vocab, eos = tok.get_vocab_size(), eos_id(tok, stage.config.eos_token)
+    vocab, eos = id_space(tok), eos_id(tok, stage.config.eos_token)
     pad = _pad_id(tok, stage.config, eos) if stage.config.mode == "bestfit" else None
     dtype = token_dtype(vocab)
     out = run.dir.shards

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 
 import numpy as np
 import pandas as pd
@@ -31,13 +32,38 @@ from pydantic import Field, model_validator
 from gpupipe.config_base import FileRef, KeyProblem, Strict
 from gpupipe.kernels._mersenne import splitmix64_array
 from gpupipe.stages.phases import APPLY, DRIVER, Phase, PhasedStage, PhaseRun
+from gpupipe.tokens import tiktoken_bpe
+from gpupipe.tokens.tiktoken_bpe import ENCODINGS
+from gpupipe.tokens.unigram import UNK_TOKEN, sentencepiece_module, train_unigram
 from gpupipe.tokens.tokenizer import (BYTE_ALPHABET_SIZE, EOS_TOKEN, _tokenizer_path, encode_batch_flat,
                                       encoder_info, eos_id, load_tokenizer, save_tokenizer, train_byte_level_bpe)
 
 
 
+VOCAB_WARN_BELOW = 32768   # seed 000 §18.13 / seed 002: a pretraining vocabulary is 32K to 256K tokens
+_warned: set[tuple] = set()
+
+
+def _warn_once(key: tuple, message: str) -> None:
+    if key not in _warned:   # a stage config is validated several times per run: one warning
+        _warned.add(key)
+        logging.getLogger("gpupipe").warning(message)
+
+
 class TokenizeConfig(Strict):
-    tokenizer: FileRef | None = None        # a tokenizer.json to load; None trains one on the curated text
+    # a tokenizer.json to load, or a tiktoken encoding name (cl100k_base, o200k_base: moved to `tiktoken`);
+    # None trains one on the curated text
+    tokenizer: FileRef | None = None
+    # tiktoken encoding (gpupipe/tokens/tiktoken_bpe.py): its BPE file from `tiktoken_file` or tiktoken's cache,
+    # never downloaded
+    tiktoken: Literal["cl100k_base", "o200k_base"] | None = None
+    tiktoken_file: FileRef | None = None
+    # what to train: byte-level BPE, or a SentencePiece-style Unigram (gpupipe/tokens/unigram.py)
+    model: Literal["bpe", "unigram"] = "bpe"
+    byte_fallback: bool = True              # unigram: <0x00>..<0xFF> pieces for characters outside the vocabulary
+    character_coverage: float = Field(0.9995, gt=0, le=1)   # unigram: share of character occurrences covered
+    unigram_trainer: Literal["sentencepiece", "tokenizers"] = "sentencepiece"
+    unk_token: str = UNK_TOKEN              # unigram
     # training: at least the 256 byte tokens + the special tokens; at most 2^24: ids are uint32 in the shards, and the
     # BPE trainer panics past 2^31 (an out-of-range value is refused before any work, #32)
     vocab_size: int = Field(8192, ge=1, le=1 << 24)
@@ -49,8 +75,37 @@ class TokenizeConfig(Strict):
     # 4 MiB (4 MiB for 4096 tokens, 32 MiB for 32768, 128 MiB for 131072). 0 = all the curated text.
     train_sample_bytes: int | None = Field(None, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _encoding_name(cls, data):
+        """`tokenizer: cl100k_base` names a tiktoken encoding, not a file."""
+        if isinstance(data, dict) and data.get("tokenizer") in ENCODINGS:
+            if data.get("tiktoken") not in (None, data["tokenizer"]):
+                raise KeyProblem("tokenizer", f"names {data['tokenizer']} and `tiktoken:` {data['tiktoken']}")
+            data = {**data, "tiktoken": data["tokenizer"], "tokenizer": None}
+        return data
+
     @model_validator(mode="after")
     def _vocabulary(self) -> "TokenizeConfig":
+        if self.tiktoken_file is not None and self.tiktoken is None:
+            raise KeyProblem("tiktoken_file", f"names a tiktoken BPE file; say whose pattern and special tokens it "
+                                              f"takes with `tokenizer:` one of {sorted(ENCODINGS)}")
+        if self.tiktoken is not None:
+            if self.tokenizer is not None:
+                raise KeyProblem("tokenizer", f"give a tokenizer file or `tiktoken: {self.tiktoken}`, not both")
+            try:
+                path, published = tiktoken_bpe.find_file(self.tiktoken, self.tiktoken_file)
+                if not published:
+                    tiktoken_bpe.read_ranks(path)   # a file of the user's: at least the format, before any work
+            except (OSError, ValueError) as e:
+                raise KeyProblem("tokenizer", str(e)) from None
+            if not self.has_token(self.eos_token):
+                raise KeyProblem("eos_token", f"{self.eos_token!r} is not a special token of {self.tiktoken} "
+                                              f"({sorted(ENCODINGS[self.tiktoken].special_tokens)})")
+            if not published:
+                size = len(tiktoken_bpe.read_ranks(path)) + len(ENCODINGS[self.tiktoken].special_tokens)
+                self._warn_small(size, f"{path} ({self.tiktoken}'s pattern)")
+            return self
         if self.tokenizer is not None:
             try:
                 _loaded_vocab(self.tokenizer)
@@ -58,22 +113,40 @@ class TokenizeConfig(Strict):
                 raise KeyProblem("tokenizer", str(e)) from None
             if not self.has_token(self.eos_token):
                 raise KeyProblem("eos_token", f"{self.eos_token!r} is not in the vocabulary of {self.tokenizer}")
+            self._warn_small(len(_loaded_vocab(self.tokenizer)), self.tokenizer)
             return self
         repeated = sorted({t for t in self.special_tokens if self.special_tokens.count(t) > 1})
         if repeated or "" in self.special_tokens:
             raise KeyProblem("special_tokens", f"special tokens must be distinct and not empty: {repeated or ['']}")
-        floor = BYTE_ALPHABET_SIZE + len(self.special_tokens)
+        specials = len(self.special_tokens) + (self.model == "unigram" and self.unk_token not in self.special_tokens)
+        n_bytes = BYTE_ALPHABET_SIZE if self.model == "bpe" or self.byte_fallback else 0
+        floor = n_bytes + specials + (self.model == "unigram")   # unigram: and at least one learnt piece
         if self.vocab_size < floor:
-            raise KeyProblem("vocab_size", f"vocab_size {self.vocab_size} is below the {BYTE_ALPHABET_SIZE} byte "
-                                           f"tokens + {len(self.special_tokens)} special tokens = {floor}")
+            raise KeyProblem("vocab_size", f"vocab_size {self.vocab_size} is below the {n_bytes} byte tokens + "
+                                           f"{specials} special tokens" + (" + one piece" if self.model == "unigram"
+                                                                          else "") + f" = {floor}")
         if self.eos_token not in self.special_tokens:
             raise KeyProblem("eos_token", f"{self.eos_token!r} is not one of special_tokens {self.special_tokens}")
+        if self.model == "unigram" and self.unigram_trainer == "sentencepiece":
+            try:
+                sentencepiece_module()
+            except ImportError as e:
+                raise KeyProblem("model", str(e)) from None
+        self._warn_small(self.vocab_size, "vocab_size")
         return self
+
+    def _warn_small(self, size: int, what: str) -> None:
+        if size < VOCAB_WARN_BELOW:
+            _warn_once(("vocab", what, size),
+                       f"tokenize: a vocabulary of {size} tokens ({what}) is under 32K: fine for a test run, small "
+                       f"for pretraining (32K-256K is usual; seed 000 §18.13)")
 
     def has_token(self, token: str) -> bool:
         """Whether `token` is in the vocabulary this stage trains (its special tokens) or loads."""
+        if self.tiktoken is not None:
+            return token in ENCODINGS[self.tiktoken].special_tokens
         if self.tokenizer is None:
-            return token in self.special_tokens
+            return token in self.special_tokens or (self.model == "unigram" and token == self.unk_token)
         return token in _loaded_vocab(self.tokenizer)
 
 
@@ -139,7 +212,8 @@ class Tokenize(PhasedStage):
 
     def loading(self, path: Path) -> "Tokenize":
         """This stage, encoding with the tokenizer saved at path."""
-        return Tokenize(self.config.model_copy(update={"tokenizer": str(path)}), self.ctx)
+        return Tokenize(self.config.model_copy(update={"tokenizer": str(path), "tiktoken": None,
+                                                       "tiktoken_file": None}), self.ctx)
 
     def setup(self) -> None:
         self._tok = load_tokenizer(self.config.tokenizer)
@@ -193,11 +267,26 @@ def token_count_bins(token_count: np.ndarray) -> Counter:
 def train_phase(stage: Tokenize, run: PhaseRun) -> None:
     path = run.dir.tokenizer
     path.parent.mkdir(parents=True, exist_ok=True)
-    if stage.config.tokenizer:
-        shutil.copyfile(stage.config.tokenizer, path)
+    cfg = stage.config
+    if cfg.tokenizer:
+        shutil.copyfile(cfg.tokenizer, path)
+        return
+    if cfg.tiktoken:   # the encoding's local BPE file as a tokenizer.json (gpupipe/tokens/tiktoken_bpe.py)
+        save_tokenizer(tiktoken_bpe.load(cfg.tiktoken, cfg.tiktoken_file), path)
+        run.extra[f"tiktoken_{cfg.tiktoken}"] = 1
         return
     trained: dict = {}
-    texts = iter_texts(run.inputs, stage.config.train_max_docs, sample_bytes(stage.config), stage.ctx.seed)
+    texts = iter_texts(run.inputs, cfg.train_max_docs, sample_bytes(cfg), stage.ctx.seed)
+    if cfg.model == "unigram":
+        if cfg.unigram_trainer == "tokenizers":
+            logging.getLogger("gpupipe").warning(
+                "tokenize: HF's UnigramTrainer orders equal-score pieces by hash-map order: another run of this "
+                "config trains another vocabulary (unigram_trainer: sentencepiece does not)")
+        save_tokenizer(train_unigram(texts, cfg.vocab_size, cfg.special_tokens, byte_fallback=cfg.byte_fallback,
+                                     character_coverage=cfg.character_coverage, unk_token=cfg.unk_token,
+                                     trainer=cfg.unigram_trainer), path)
+        run.extra[f"trained_unigram_with_{cfg.unigram_trainer}"] = 1
+        return
     tok = train_byte_level_bpe(texts, stage.config.vocab_size, stage.config.special_tokens,
                                stage.config.min_frequency, info=trained)
     save_tokenizer(tok, path)
