@@ -101,6 +101,7 @@ def _scan(data, start, end, keywords, stop_words, out):
     lead = 0                  # its leading columns
     last = -1                 # its last non-space byte (a lead byte for non-ASCII)
     in_tok = False
+    in_num = False            # inside a run of identifier bytes that began with a digit (0x1F, 3rd): no token
     h = np.uint64(FNV_OFFSET)
     hl = np.uint64(FNV_OFFSET)
     shaped = False
@@ -131,13 +132,13 @@ def _scan(data, start, end, keywords, stop_words, out):
                 out[_end_kind(last)] += 1
             elif i < end:
                 out[BLANK] += 1
-            nonblank, lead, last, prev = False, 0, -1, b
+            nonblank, lead, last, prev, in_num = False, 0, -1, b, False
             i += 1
             continue
         if b == 32 or b == 9 or b == 13 or b == 11 or b == 12:
             if not nonblank:
                 lead += 4 if b == 9 else (1 if b == 32 else 0)
-            prev = b
+            prev, in_num = b, False
             i += 1
             continue
         if 0x80 <= b < 0xC0:                              # a continuation byte: its character is counted
@@ -191,8 +192,10 @@ def _scan(data, start, end, keywords, stop_words, out):
                 or (b == 38 and nxt == 38) or (b == 124 and nxt == 124) or (b == 60 and nxt == 60)):
             out[OPS2] += 1
         if b < 0x80 and _is_ident(b):
-            if not in_tok:
-                if not (48 <= b <= 57):
+            if not in_tok and not in_num:
+                if 48 <= b <= 57:
+                    in_num = True
+                else:
                     in_tok, h, hl, shaped = True, np.uint64(FNV_OFFSET), np.uint64(FNV_OFFSET), False
             else:
                 if b == 95 or (65 <= b <= 90 and 97 <= prev <= 122) or (48 <= b <= 57 and _is_alpha(prev)):
@@ -201,6 +204,8 @@ def _scan(data, start, end, keywords, stop_words, out):
                 h = (h ^ np.uint64(b)) * prime
                 lb = b + 32 if 65 <= b <= 90 else b
                 hl = (hl ^ np.uint64(lb)) * prime
+        else:
+            in_num = False
         prev = b
         i += 1
 
