@@ -66,6 +66,9 @@ def build_stage_configs(items: list[Any], where: str) -> list[dict[str, Any]]:
             tokenize = (i, cfg)
         if name == "pack" and tokenize is not None:
             _check_pack_tokens(cfg, i, *tokenize, where)
+        if name == "pack" and cfg.mode == "bestfit" and prev == "mixture" and out[-1]["mixture"].get("phases"):
+            raise ConfigError(f"{where}: key 'stages.{i}.pack.mode': a mixture with phases packs with mode: stream "
+                              f"(the default; best-fit packing has no phase boundaries)")
         out.append({name: cfg.model_dump(mode="json")})
     return out
 
