@@ -34,7 +34,7 @@ import unicodedata
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import numpy as np
 import pandas as pd
@@ -438,8 +438,37 @@ class PerplexityConfig(Strict):
     reference: FileRef | None = None
     reference_text_field: str = "text"
     apply_to: list[str] | None = None                  # languages (`lang` column) to score; others pass unscored
+    # CCNet's head / middle / tail buckets (seed 001: "按 PPL 分到 head / middle / tail 三个 bucket"), in the column
+    # `perplexity_bucket`: head below the first cut point, middle below the second, tail from it; `all` (CCNet's
+    # word) where a document is unscored or its language has no cut points. The cut points are `bucket_cutoffs`
+    # (absolute perplexities per `lang`, `default` for the rest: CCNet's cutoff.csv holds them per language) or,
+    # when those are not given, the `bucket_percentiles` of the `reference` sample (CCNet's PerplexityBucket: 30, 60).
+    bucket_cutoffs: dict[str, tuple[float, float]] | None = None
+    bucket_percentiles: tuple[float, float] | None = (30.0, 60.0)
+    keep_buckets: list[Literal["head", "middle", "tail"]] | None = None   # e.g. [head, middle]: the others go
 
     _order = ordered(("min_perplexity", "max_perplexity"), ("low_percentile", "high_percentile"))
+
+    @model_validator(mode="after")
+    def _buckets(self) -> "PerplexityConfig":
+        for lang, (head, tail) in (self.bucket_cutoffs or {}).items():
+            if not 0 <= head <= tail:
+                raise ValueError(f"bucket_cutoffs.{lang}: [head, tail] cut points must be 0 <= head <= tail, "
+                                 f"got [{head}, {tail}]")
+        if self.bucket_percentiles is not None:
+            a, b = self.bucket_percentiles
+            if not 0 <= a <= b <= 100:
+                raise ValueError(f"bucket_percentiles must be 0 <= head <= tail <= 100, got [{a}, {b}]")
+        if self.keep_buckets is not None and not self.buckets_from():
+            raise ValueError("keep_buckets needs cut points: bucket_cutoffs, or a `reference` sample with "
+                             "bucket_percentiles")
+        return self
+
+    def buckets_from(self) -> str | None:
+        """Where the bucket cut points come from: "cutoffs", "reference" or None (every document `all`)."""
+        if self.bucket_cutoffs:
+            return "cutoffs"
+        return "reference" if self.reference and self.bucket_percentiles is not None else None
 
     @model_validator(mode="after")
     def _one_way_per_bound(self) -> "PerplexityConfig":
@@ -451,8 +480,8 @@ class PerplexityConfig(Strict):
         if percentiles and not self.reference:
             raise ValueError("low_percentile / high_percentile need `reference`: a sample file whose perplexity "
                              "distribution sets the cutoffs")
-        if self.reference and not percentiles:
-            raise ValueError("`reference` is only used with low_percentile / high_percentile")
+        if self.reference and not percentiles and self.buckets_from() != "reference":
+            raise ValueError("`reference` is only used with low_percentile / high_percentile or bucket_percentiles")
         return self
 
 
@@ -462,19 +491,38 @@ class PerplexityFilter(MapStage):
 
     @classmethod
     def outputs(cls) -> tuple[str, ...]:
-        return ("perplexity",)
+        return ("perplexity", "perplexity_bucket")
 
     def setup(self) -> None:
         c = self.config
         self._model = load_kenlm(c.model)
         self.min_perplexity = c.min_perplexity if c.min_perplexity is not None else -math.inf
         self.max_perplexity = c.max_perplexity if c.max_perplexity is not None else math.inf
+        self.bucket_cuts: dict[str, tuple[float, float]] = dict(c.bucket_cutoffs or {})
         if c.reference:
             texts, _ = read_texts(c.reference, c.reference_text_field)
-            lo, hi = perplexity_cutoffs(self._model, texts, c.low_percentile, c.high_percentile)
-            # Rounded like the column, so a document at the cutoff compares equal to it.
-            self.min_perplexity = round(lo, 2) if c.low_percentile is not None else self.min_perplexity
-            self.max_perplexity = round(hi, 2) if c.high_percentile is not None else self.max_perplexity
+            if c.low_percentile is not None or c.high_percentile is not None:
+                lo, hi = perplexity_cutoffs(self._model, texts, c.low_percentile, c.high_percentile)
+                # Rounded like the column, so a document at the cutoff compares equal to it.
+                self.min_perplexity = round(lo, 2) if c.low_percentile is not None else self.min_perplexity
+                self.max_perplexity = round(hi, 2) if c.high_percentile is not None else self.max_perplexity
+            if c.buckets_from() == "reference":
+                head, tail = perplexity_cutoffs(self._model, texts, *c.bucket_percentiles)
+                self.bucket_cuts = {"default": (round(head, 2), round(tail, 2))}
+
+    def _buckets(self, df: pd.DataFrame, pp: np.ndarray) -> list[str]:
+        """CCNet's get_bucket: head below the first cut point, middle below the second, else tail; `all` where
+        unscored or without cut points for the document's language."""
+        langs = df["lang"].tolist() if "lang" in df.columns else [None] * len(df)
+        default = self.bucket_cuts.get("default")
+        out = []
+        for lang, p in zip(langs, pp):
+            cuts = self.bucket_cuts.get(lang, default) if isinstance(lang, str) else default
+            if cuts is None or math.isnan(p):
+                out.append("all")
+            else:
+                out.append("head" if p < cuts[0] else "middle" if p < cuts[1] else "tail")
+        return out
 
     def _scored(self, df: pd.DataFrame) -> np.ndarray:
         if self.config.apply_to is None:
@@ -487,18 +535,25 @@ class PerplexityFilter(MapStage):
         scored = self._scored(df)
         pp = np.array([doc_perplexity(self._model, t) if s else math.nan for t, s in zip(df["text"], scored)],
                       dtype=np.float64)
-        return df.assign(perplexity=np.round(pp, 2))
+        pp = np.round(pp, 2)
+        return df.assign(perplexity=pp, perplexity_bucket=self._buckets(df, pp))
 
     def reasons(self, df: pd.DataFrame) -> pd.Series:
         pp = df["perplexity"].to_numpy()
+        keep = self.config.keep_buckets
+        bucket = df["perplexity_bucket"].to_numpy(dtype=object)
+        dropped = np.isin(bucket, [b for b in ("head", "middle", "tail") if keep is not None and b not in keep])
         with np.errstate(invalid="ignore"):  # NaN (unscored) is neither too high nor too low: kept
-            why = np.select([pp > self.max_perplexity, pp < self.min_perplexity],
-                            ["perplexity_too_high", "perplexity_too_low"], default=None)
+            why = np.select([pp > self.max_perplexity, pp < self.min_perplexity, dropped],
+                            ["perplexity_too_high", "perplexity_too_low",
+                             np.char.add("perplexity_", bucket.astype(str))], default=None)
         return pd.Series(why, index=df.index, dtype=object)
 
     def apply_partition(self, df: pd.DataFrame, info=None) -> Applied:
         df = self.transform(df)
-        return Applied(df, self.reasons(df), perplexity_histogram(df["perplexity"].to_numpy()))
+        extra = perplexity_histogram(df["perplexity"].to_numpy())
+        extra.update({f"perplexity_bucket_{b}": n for b, n in Counter(df["perplexity_bucket"]).items()})
+        return Applied(df, self.reasons(df), extra)
 
 
 def perplexity_histogram(pp: np.ndarray) -> Counter:

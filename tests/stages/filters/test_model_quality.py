@@ -366,12 +366,17 @@ def test_perplexity_config_rules(tmp_path, monkeypatch):
     for bad in ({"min_perplexity": 10, "low_percentile": 5, "reference": "r.jsonl"},
                 {"max_perplexity": 10, "high_percentile": 95, "reference": "r.jsonl"},
                 {"low_percentile": 5},                               # percentiles need a reference sample
-                {"reference": "r.jsonl"},                            # a reference without percentiles
+                {"reference": "r.jsonl", "bucket_percentiles": None},  # a reference without percentiles
+                {"keep_buckets": ["head"]},                          # buckets without cut points
+                {"bucket_cutoffs": {"en": [90, 10]}},                # head's cut point above tail's
+                {"bucket_percentiles": [60, 30], "reference": "r.jsonl"},
+                {"keep_buckets": ["top"], "bucket_cutoffs": {"default": [1, 2]}},
                 {"low_percentile": 90, "high_percentile": 10, "reference": "r.jsonl"},
                 {"high_percentile": 101, "reference": "r.jsonl"}):
         with pytest.raises(ValidationError):
             PerplexityConfig(model="lm.arpa", **bad)
     assert PerplexityConfig(model="lm.arpa", low_percentile=5, high_percentile=95, reference="r.jsonl")
+    assert PerplexityConfig(model="lm.arpa", reference="r.jsonl").buckets_from() == "reference"   # buckets alone
 
 
 def test_missing_kenlm_fails_at_setup_with_the_package_name(monkeypatch, tmp_path):
@@ -385,3 +390,42 @@ def test_missing_kenlm_fails_at_setup_with_the_package_name(monkeypatch, tmp_pat
 def test_perplexity_histogram():
     h = perplexity_histogram(np.array([1.5, 9.99, 10.0, 250.0, np.nan]))
     assert h == {"perplexity_bin_1e0": 2, "perplexity_bin_1e1": 1, "perplexity_bin_1e2": 1, "perplexity_unscored": 1}
+
+
+@needs_kenlm
+def test_ccnet_buckets_from_reference_percentiles(arpa, tmp_path):
+    """Seed 001 §2.3.4: CCNet's head / middle / tail by perplexity; the cut points are CCNet's PerplexityBucket
+    defaults, the 30th and 60th percentiles, of the reference sample."""
+    assert PerplexityConfig.model_fields["bucket_percentiles"].default == (30.0, 60.0)
+    sample = ["the cat", "cat the", "the dog cat", "cat", "the", "The cat\nthe", "cat the\ncat"]
+    ref = tmp_path / "reference.jsonl"
+    ref.write_text("".join(json.dumps({"text": t}) + "\n" for t in sample))
+    by_hand = [pp(*t.lower().split("\n")) for t in sample]
+    head, tail = np.percentile(by_hand, 30), np.percentile(by_hand, 60)
+    stage = perplexity_stage(model=arpa, reference=str(ref))
+    assert stage.bucket_cuts["default"] == pytest.approx((head, tail), abs=0.006)
+    texts = ["the cat", "cat the", "the dog cat", "cat", "\n"]
+    kept, rejects, stats = stage.run_partition(frame(texts))
+    want = ["all" if t == "\n" else "head" if pp(t) < head else "middle" if pp(t) < tail else "tail"
+            for t in texts]
+    assert kept["perplexity_bucket"].tolist() == want and len(rejects) == 0   # labels only, nothing dropped
+    assert {"head", "tail", "all"} <= set(want)
+    assert stats.extra["perplexity_bucket_head"] == want.count("head")
+
+
+@needs_kenlm
+def test_bucket_cutoffs_per_language_and_keep_buckets(arpa):
+    """Absolute cut points per language (CCNet's cutoff.csv), `default` for others; keep_buckets: [head, middle]
+    (the seed: high-quality training uses head + middle) drops tail with its own reason."""
+    texts = ["the cat", "cat the", "the dog cat", "cat the"]   # 1.58, 6.32, 3.76, 6.32
+    df = frame(texts, lang=["en", "en", "en", "zh"])
+    cuts = {"en": [2.0, 5.0], "default": [7.0, 8.0]}
+    kept, rejects, stats = perplexity_stage(model=arpa, bucket_cutoffs=cuts).run_partition(df)
+    assert kept["perplexity_bucket"].tolist() == ["head", "tail", "middle", "head"] and len(rejects) == 0
+    kept, rejects, stats = perplexity_stage(model=arpa, bucket_cutoffs=cuts,
+                                            keep_buckets=["head", "middle"]).run_partition(df)
+    assert kept["text"].tolist() == ["the cat", "the dog cat", "cat the"]
+    assert dict(stats.removed) == {"perplexity_tail": 1}
+    assert stats.docs_in == stats.docs_out + sum(stats.removed.values())
+    no_cuts = perplexity_stage(model=arpa).run_partition(df)[0]
+    assert set(no_cuts["perplexity_bucket"]) == {"all"}
