@@ -96,6 +96,10 @@ COMMENT_DISCARD = frozenset("respond reply form title akismet nocomments signin 
 # layers that do not (dialogs, popups, menus)
 FOLDED_WORDS = frozenset("accordion collapse collapsible collapsed expander expandable".split())
 FOLDED_NOT = frozenset("modal dialog popup overlay menu nav navigation cookie cookies consent".split())
+# on a product's page (_product) a customer review ("review", one per review, or the widget that lists them) is
+# boilerplate too: the product's text is its description and specifications (WCXB choose half, product pages:
+# 0.639 -> 0.645; "reviews" too, which also names the rating summary kept with the product: 0.639)
+PRODUCT_STRONG = STRONG_WORDS | {"review"}
 SPLIT_RE = re.compile(r"[-_\s]+")
 DIGITS_RE = re.compile(r"\d+")
 CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
@@ -161,7 +165,7 @@ class Result:
         return self.tree.html if self.tree is not None else None
 
 
-def _class_kinds(a: dict) -> tuple[bool, bool, bool]:
+def _class_kinds(a: dict, strong_words: frozenset = STRONG_WORDS) -> tuple[bool, bool, bool]:
     """(strong boilerplate, weak boilerplate, content) words in an element's class and id."""
     c, i = a.get("class"), a.get("id")
     if not (c or i):
@@ -171,7 +175,7 @@ def _class_kinds(a: dict) -> tuple[bool, bool, bool]:
         ci = CAMEL_RE.sub(r"\1 ", ci).lower()
     words = SPLIT_RE.split(ci.strip())
     pairs = set(zip(words, words[1:])) if len(words) > 1 else ()
-    return (not STRONG_WORDS.isdisjoint(words) or not STRONG_PAIRS.isdisjoint(pairs),
+    return (not strong_words.isdisjoint(words) or not STRONG_PAIRS.isdisjoint(pairs),
             not WEAK_WORDS.isdisjoint(words) or not WEAK_PAIRS.isdisjoint(pairs),
             not CONTENT_WORDS.isdisjoint(words) or not CONTENT_PAIRS.isdisjoint(pairs)
             or not CONTENT_TOKENS.isdisjoint(f"{c or ''} {i or ''}".lower().split()))
@@ -258,7 +262,7 @@ def _folded(a: dict) -> bool:
     return not FOLDED_WORDS.isdisjoint(words) and FOLDED_NOT.isdisjoint(words)
 
 
-def _marked_boilerplate(body, page_chars: int, sig: dict) -> tuple[set, set]:
+def _marked_boilerplate(body, page_chars: int, sig: dict, strong_words: frozenset = STRONG_WORDS) -> tuple[set, set]:
     """mem_ids of elements whose class/id says boilerplate and that do not hold most of the page's text, and of the
     elements whose class/id (or itemprop=articleBody) names them as the body of an article or post.
 
@@ -272,7 +276,7 @@ def _marked_boilerplate(body, page_chars: int, sig: dict) -> tuple[set, set]:
         sig[node.mem_id] = (node.tag, DIGITS_RE.sub("", (a.get("class") or "").split(" ")[0]) if a else "")
         if not a:
             continue
-        strong, weak, named = _class_kinds(a)
+        strong, weak, named = _class_kinds(a, strong_words)
         if (named or a.get("itemprop") == "articleBody") and node.tag not in ("html", "body"):
             content.add(node.mem_id)
         if named:   # "article-content sticky-sidebar", "entry share": the content name wins
@@ -425,7 +429,8 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
         tree.strip_tags(["table"])
     page_chars = len(body.text(deep=True, separator=" ", strip=True))
     sig: dict = {}   # mem_id -> (tag, first class name less digits): what makes siblings items of one list
-    marked, content = _marked_boilerplate(body, page_chars, sig)
+    marked, content = _marked_boilerplate(body, page_chars, sig,
+                                          PRODUCT_STRONG if is_product else STRONG_WORDS)
     blocks = _blocks(body, marked)
     if not blocks:
         return Result("", page_chars, 0, 0, tree)

@@ -76,3 +76,17 @@ def test_a_product_page_kept_whole_goes_to_trafilatura():
     df = pd.DataFrame({"id": ["p", "l"], "doc_index": [0, 1], "url": [None, None], "html": [product, listing]})
     _, _, stats = stage.run_partition(df)
     assert stats.extra["extract_fallback"] == 1
+
+
+def test_customer_reviews_are_left_out_of_a_product_page_only():
+    """On a product's page the customer reviews (class "review") are not the product's text; elsewhere the same
+    markup is left to the other rules."""
+    reviews = "".join(f"<div class='review'><p>Review {i}: I absolutely love this buckle, it arrived quickly and looks "
+                      "even better in person than in the photos, would buy again.</p></div>" for i in range(3))
+    body = (f"<main><h1>Silver Belt Buckle</h1><div class='desc'><p>{DESC}</p><p>{SPECS}</p><p>{ANSWER}</p>"
+            f"<p>{DESC.replace('love', 'admire')}</p></div>"
+            f"<div class='feedback'>{reviews}</div></main>")
+    product = f"<html><head>{_card('Silver Belt Buckle', DESC)}</head><body>{body}</body></html>"
+    text = extract_text(product).text
+    assert "shimmering accent stone" in text and "manufactured wood" in text and "absolutely love" not in text
+    assert "absolutely love" in extract_text(f"<html><body>{body}</body></html>").text
