@@ -19,7 +19,8 @@ small a run's times are mostly start-up, which does not grow with the data. With
 reference table (per 1T tokens) instead. Stages are summed into the seed's five rows (采集与提取, 基础过滤, 去重,
 质量过滤, 后处理与打包: PII redaction is post-processing, the transformer classifier and semantic dedup are quality, as
 seed 002 groups them); `--json` has every stage. The cost is core-hours x $/core-hour + GPU-hours x $/GPU-hour
-(`--usd-per-core-hour`, `--usd-per-gpu-hour`; defaults USD_PER_CORE_HOUR and USD_PER_GPU_HOUR, named in the output). RUN_DIR may be a URL (s3://...): its files are read and listed there.
+(`--usd-per-core-hour`, `--usd-per-gpu-hour`; defaults USD_PER_CORE_HOUR and USD_PER_GPU_HOUR, named in the
+output). RUN_DIR may be a URL (s3://...): its files are read and listed there.
 """
 
 from __future__ import annotations
@@ -284,4 +285,5 @@ def plan_summary(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["GROUPS", "USD_PER_CORE_HOUR", "USD_PER_GPU_HOUR", "add_cost", "parse_tokens", "plan_builtin", "plan_from_run", "plan_summary", "plan_table"]
+__all__ = ["GROUPS", "USD_PER_CORE_HOUR", "USD_PER_GPU_HOUR", "add_cost", "parse_tokens", "plan_builtin",
+           "plan_from_run", "plan_summary", "plan_table"]
