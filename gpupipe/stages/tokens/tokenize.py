@@ -241,10 +241,14 @@ class Tokenize(PhasedStage):
         c.update(token_count_bins(df_out["token_count"].to_numpy()))
         for column, prefix in (("lang", ""), ("source", "source_")):
             if column in df_out.columns:
-                for key, g in df_out.groupby(column):
-                    c[f"{prefix}tokens_{key}"] += int(g["token_count"].sum())
-                    c[f"{prefix}chars_{key}"] += int(g["char_count"].sum())
-                    c[f"{prefix}documents_{key}"] += len(g)
+                # sums of the two count columns alone: a groupby of the whole frame copies its texts and token
+                # lists group by group (half the stage's CPU on the corpus)
+                sums = df_out[[column, "token_count", "char_count"]].groupby(column, observed=True).agg(
+                    tokens=("token_count", "sum"), chars=("char_count", "sum"), documents=("token_count", "size"))
+                for key, tokens, chars, documents in sums.itertuples():
+                    c[f"{prefix}tokens_{key}"] += int(tokens)
+                    c[f"{prefix}chars_{key}"] += int(chars)
+                    c[f"{prefix}documents_{key}"] += int(documents)
         return c
 
 
