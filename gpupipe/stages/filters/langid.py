@@ -18,6 +18,11 @@ Corrections after fastText, in order (docs/design.md, "Language ID: what the scr
   web text lid.176's wuu and yue are mostly Mandarin it is unsure of (of the benchmark corpus's 99,582 Mandarin
   documents, 486 come out wuu and 135 yue); `merge: {}` keeps them apart.
 
+Code (seed 002 mixes `code` as a language, min confidence 0.50): with `detect_code` on (by default when `code` is
+named in `keep` or `min_score`), a document the code detector (code_detect.py: line, symbol and token features, a
+logistic model shipped as constants) gives P(code) >= 0.5 gets lang `code`, score P(code), rule `code`; lang_raw
+stays fastText's label. `min_score` also takes seed 002's `other` for `default`, and `code` (0.50 when not given).
+
 Two levels:
 - `document`: one prediction per document, on the whole text when it fits in `max_chars`, else on its head, middle
   and tail (a third each), so that a long document is not filed under the language of its first lines.
