@@ -15,6 +15,8 @@ fetched again. A connection cut mid-file leaves the part; the next attempt asks 
 request and appends when the server answers 206 from that offset (a 200 means it ignored the range: the part is
 started over). Failures (connection errors, timeouts, 5xx, 429) are retried with exponential backoff; an attempt
 that added bytes resets the count, so a flaky but working connection always finishes. Other 4xx are not retried.
+Each file's retries go to OUT/.fetch-cc.json (the ledger), and a `gpupipe run` that reads the file counts them in its
+read stage's `fetch_retries`: the acquisition's share of the dashboards' retry count.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class FetchSummary:
     bytes_fetched: int = 0
     retries: int = 0
     resumed: int = 0                              # attempts that continued a part with a Range request
+    file_retries: dict[str, int] = field(default_factory=dict)   # name → its retries (HEAD and download)
 
 
 def _url(base: str, rel: str) -> str:
@@ -124,6 +127,7 @@ def _with_retries(what: str, opts: FetchOptions, attempt: Callable[[], None], co
             delay = min(60.0, opts.backoff * 2 ** max(failures - 1, 0))
             with lock:
                 counters.retries += 1
+                counters.file_retries[what] = counters.file_retries.get(what, 0) + 1
             log.warning("fetch-cc: %s: %s: %s; retrying in %.1f s", what, type(e).__name__, e, delay)
             time.sleep(delay)
 
@@ -294,7 +298,71 @@ def fetch_crawl(crawl: str, segments: int, out: str | os.PathLike, opts: FetchOp
                 continue
             (summary.fetched if what == "fetched" else summary.skipped).append(name)
             summary.bytes_fetched += n
+    write_ledger(out, summary, crawl)
     if failed:
         raise FetchError(f"{len(failed)} of {len(chosen)} files failed (the others are complete; run again to "
                          f"retry):\n" + "\n".join(failed))
     return summary
+
+
+# -- the ledger: what each file's download cost, for the runs that read the files -----------------------------------
+
+LEDGER_FILE = ".fetch-cc.json"   # in OUT; hidden, so a folder input never reads it as data
+
+
+def read_ledger(out: str) -> dict:
+    """OUT's ledger, {"crawl", "files": {name: {"retries", "complete", "fetched_at"}}}; {} when none or unreadable."""
+    import json
+
+    path = storage.join(out, LEDGER_FILE)
+    try:
+        ledger = json.loads(storage.read_text(path)) if storage.isfile(path) else {}
+    except (OSError, ValueError):
+        return {}
+    return ledger if isinstance(ledger, dict) and isinstance(ledger.get("files", {}), dict) else {}
+
+
+def write_ledger(out: str, summary: FetchSummary, crawl: str) -> None:
+    """Each file's download retries into OUT's ledger: a file fetched now gets the retries of every attempt since
+    its last complete download (earlier invocations that failed included); a file skipped as complete keeps its
+    entry. `gpupipe run` adds the retries of the files it reads to its read stage's stats (`fetch_retries`)."""
+    import datetime
+    import json
+
+    ledger = read_ledger(out)
+    files = ledger.setdefault("files", {})
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fetched = set(summary.fetched)
+    for name in [n for n in summary.selected if n in fetched or n in summary.file_retries]:
+        if name in summary.skipped:
+            continue
+        old = files.get(name) or {}
+        pending = 0 if old.get("complete") else int(old.get("retries", 0))
+        entry = {"retries": pending + summary.file_retries.get(name, 0), "complete": name in fetched}
+        if name in fetched:
+            entry["fetched_at"] = now
+        files[name] = entry
+    ledger["crawl"] = crawl
+    text = json.dumps(ledger, indent=1, sort_keys=True) + "\n"
+    if storage.is_url(out):
+        storage.write_bytes(storage.join(out, LEDGER_FILE), text.encode())
+    else:
+        from gpupipe.io.parts import atomic_write_text
+
+        atomic_write_text(Path(out) / LEDGER_FILE, text)
+
+
+def fetch_retries(files: list[str]) -> int:
+    """The retries `gpupipe fetch-cc` made downloading these files (complete downloads in their folders'
+    ledgers); 0 for files it did not fetch."""
+    ledgers: dict[str, dict] = {}
+    total = 0
+    for f in files:
+        f = os.fspath(f)
+        folder, name = (f.rstrip("/").rsplit("/", 1) if storage.is_url(f) else os.path.split(f))
+        if folder not in ledgers:
+            ledgers[folder] = read_ledger(folder or ".")
+        entry = ledgers[folder].get("files", {}).get(name) or {}
+        if entry.get("complete") and isinstance(entry.get("retries"), int):
+            total += entry["retries"]
+    return total

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from gpupipe import __version__, retries
 from gpupipe._numba_cache import compile_seconds
+from gpupipe.acquire.commoncrawl import fetch_retries
 from gpupipe.backend import has_cudf, resolve_device
 from gpupipe.config_base import ConfigError, file_refs
 from gpupipe.config import RunConfig, dump_config, local_file_refs
@@ -394,6 +395,8 @@ def _execute(cfg: RunConfig, run: RunDir, plan: RunPlan, inputs: Inputs, device:
             interrupt.check()  # a stop request swallowed inside the stage ends the run here, before its marker
             _add_driver_cpu(done, time.process_time() - cpu0)
             retries.add_to(done[0]["extra"], retried)
+            if group[0] == 0:   # the read stage: the retries `gpupipe fetch-cc` made downloading its input files
+                retries.add_to(done[0]["extra"], {"fetch": fetch_retries(inputs.files)})
             for j, d in zip(group, done):
                 d.update(key=keys[j], partitions=len(dirs[j].parts()), resumed=False)
                 if why := stages[j].skipped():

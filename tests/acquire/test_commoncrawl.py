@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupipe.acquire.commoncrawl import FetchError, FetchOptions, fetch_crawl, select_paths
+from gpupipe.acquire.commoncrawl import (LEDGER_FILE, FetchError, FetchOptions, fetch_crawl, fetch_retries,
+                                         read_ledger, select_paths)
 from gpupipe.cli import main
 from tests.helpers.range_http import RangeServer as Server
 
@@ -66,7 +67,11 @@ def test_fetch_cut_connections_then_rerun_fetches_nothing(site, tmp_path):
         assert s.selected == names and sorted(s.fetched) == sorted(names) and not s.skipped
         for rel, name in zip(chosen, names):
             assert (out / name).read_bytes() == (site / rel).read_bytes(), name
-        assert sorted(p.name for p in out.iterdir()) == sorted(names + ["warc.paths.gz"])   # no part file left
+        # no part file left; the ledger holds each file's retries
+        assert sorted(p.name for p in out.iterdir()) == sorted(names + ["warc.paths.gz", LEDGER_FILE])
+        ledger = read_ledger(str(out))["files"]
+        assert {n: e["retries"] for n, e in ledger.items()} == {names[0]: 1, names[1]: 0, names[2]: 0, names[3]: 2}
+        assert all(e["complete"] for e in ledger.values())
         gets = srv.gets()
         assert gets[names[0]] == 2 and gets[names[3]] == 3 and gets[names[1]] == gets[names[2]] == 1
         ranged = [(n, r) for m, n, r in srv.requests if m == "GET" and r]
@@ -118,3 +123,42 @@ def test_cli(site, tmp_path, capsys):
         assert len(list(out.glob("*.warc.gz"))) == 5
         assert main(args[:4] + ["0"] + args[5:]) == 2
         assert "segments must be >= 1" in capsys.readouterr().err
+
+
+def test_a_run_counts_the_retries_its_input_files_took_to_fetch(site, tmp_path):
+    """#35 part 4: fetch-cc's retries reach the run's stats: a file cut twice, then a file that failed once and was
+    fetched by a later invocation (its failed attempts still count); the run that reads them has them in its read
+    stage's `fetch_retries`, its dashboard row and its `retries`."""
+    import json
+
+    import yaml
+
+    from gpupipe.report.metrics import stage_health
+
+    small = _listing(site)[1].rsplit("/", 1)[1]     # segment 0's second file (30 documents)
+    first = _listing(site)[0].rsplit("/", 1)[1]
+    out = tmp_path / "cc"
+    with Server(site, cut={small: 2}) as srv:
+        fetch_crawl(CRAWL, 1, out, FetchOptions(base_url=srv.url, backoff=0.01, retries=3))
+    assert fetch_retries([str(out / small)]) == 2 and fetch_retries([str(out / first)]) == 0
+    (out / small).unlink()
+    with Server(site, cut={small: 99}) as srv, pytest.raises(FetchError):
+        fetch_crawl(CRAWL, 1, out, FetchOptions(base_url=srv.url, backoff=0.01, retries=1))
+    failed = read_ledger(str(out))["files"][small]
+    assert failed["complete"] is False and failed["retries"] > 1
+    assert fetch_retries([str(out / small)]) == 0   # not a complete download: no file a run could read
+    with Server(site) as srv:
+        fetch_crawl(CRAWL, 1, out, FetchOptions(base_url=srv.url, backoff=0.01))
+    n = failed["retries"]   # the failed invocation's retries, carried to the download that completed
+    assert read_ledger(str(out))["files"][small]["retries"] == n and (out / small).is_file()
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"input": {"path": [str(out / small), str(out / first)]},
+                                   "output": str(tmp_path / "run"), "device": "cpu",
+                                   "executor": {"workers": 1}, "stages": [{"extract": {"extractor": "fast"}}]}))
+    assert main(["run", str(cfg)]) == 0
+    stats = json.loads((tmp_path / "run" / "stats.json").read_text())
+    read = stats["stages"][0]
+    assert read["name"] == "read" and read["extra"]["fetch_retries"] == n
+    assert stage_health(read)["retries"] == n and stats["metrics"]["stages"][0]["retries"] == n
+    assert stats["retries"] == {"fetch": n, "total": n}
