@@ -9,7 +9,9 @@ tasks (run/phases) into their task's `StageStats.extra`, the run's loop (run/pip
 (the tasks it re-submitted, its driver phases) into the group's first stage. The counter is a `ContextVar`: each
 task, thread and process has its own (a thread or a worker process starts with none), so no count is shared or
 counted twice, and a call outside any `counting()` (a command outside a run) counts nowhere. Places that return
-their own counters report them directly: the LLM judge (`judge_retries`), `gpupipe fetch-cc` (its summary).
+their own counters report them directly: the LLM judge (`judge_retries`); `gpupipe fetch-cc`, a command of its own,
+keeps each file's in its ledger (acquire/commoncrawl.py), which a run that reads the file adds to its read stage
+(`fetch_retries`).
 
 In a stage's `extra` every retry counter is named `<kind>_retries`; `retries_of(extra)` sums them.
 """
