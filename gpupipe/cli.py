@@ -198,6 +198,17 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from gpupipe.io.export import ExportError, curated_stage, export_jsonl
+
+    try:
+        n = export_jsonl(args.run_dir, args.out)
+    except ExportError as e:
+        return fail(f"export: {e}", 2)
+    console.print(f"{n} documents of {curated_stage(args.run_dir).name} written to {args.out} (seed 002 JSON Lines)")
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from gpupipe.tokens.manifest import read_manifest
     from gpupipe.tokens.verify import verify_shards
@@ -362,6 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Recompute every shard's sha256 and token count and check the packing invariants; exit 1 on a mismatch."))
     v.add_argument("shard_dir", help="folder with manifest.json and shard-NNNNN.bin")
     v.set_defaults(fn=cmd_verify)
+
+    e = sub.add_parser("export", help="write a run's curated documents as seed 002's JSON Lines", description=(
+        "Write the curated documents (the parts of the last stage before tokenize) as seed 002 §1.3's JSON Lines: "
+        "id, text, url, source, crawl_id, language, metadata {content_length, extracted_at}; FILE.gz compresses."))
+    e.add_argument("run_dir", help="a run directory")
+    e.add_argument("--format", choices=["jsonl"], default="jsonl", help="jsonl (seed 002 §1.3)")
+    e.add_argument("--out", required=True, help="the file to write (.jsonl or .jsonl.gz)")
+    e.set_defaults(fn=cmd_export)
 
     from gpupipe.doremi import add_parser as add_doremi   # gpupipe doremi: mixture weights from a proxy model
 

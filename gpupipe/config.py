@@ -134,7 +134,8 @@ class RunConfig(Strict):
         """Hash of what determines the results (not where they go, nor how many workers make them)."""
         payload = {"stages": self.stages, "seed": self.seed,
                    "input": {"format": self.input.format, "text_field": self.input.text_field,
-                             "source": self.input.source}}
+                             "source": self.input.source,
+                             **({"crawl_id": self.input.crawl_id} if self.input.crawl_id else {})}}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 
@@ -64,10 +65,26 @@ def write_table(table: pa.Table, path: str | os.PathLike) -> None:
     Long values (texts, token lists, URLs) are written without dictionary encoding and min/max statistics: they
     are nearly all distinct, so Parquet would build a dictionary only to abandon it, and reading it back costs
     twice as much (a 25 MB part of texts: written in 0.07 s instead of 0.10, read in 0.03 s instead of 0.13)."""
+    table = with_content_length(table)
     plain = _long_value_columns(table)
     keep = [name for name in table.column_names if name not in plain]
     with atomic_output(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", use_dictionary=keep, write_statistics=keep)
+
+
+def with_content_length(table: pa.Table) -> pa.Table:
+    """A table with `content_length` (seed 002 §1.3, from the read stage on) and `text`: content_length set to the
+    characters of each text, so it follows every stage that changes a text (extract, normalize, PII, substring
+    dedup...) and is the final text's length in curated documents."""
+    names = table.column_names
+    if "content_length" not in names or "text" not in names:
+        return table
+    text = table.column("text")
+    if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
+        return table
+    i = names.index("content_length")
+    return table.set_column(i, pa.field("content_length", pa.int64()),
+                            pc.utf8_length(text).cast(pa.int64()))
 
 
 def _long_value_columns(table: pa.Table, mean_bytes: int = 32) -> set[str]:

@@ -677,12 +677,18 @@ class _Locator:
 def _items(path: str, f, gz: bool, size: int) -> Iterator[Item]:
     splitter = _Splitter(members=gz, limit=None if gz else size)
     loc, ids, name = _Locator(), IdAllocator(), os.path.basename(path)
+    crawl: dict[str, str] = {}   # the file's warcinfo `isPartOf` (Common Crawl: "CC-MAIN-2024-51")
 
     def emit(piece):
         pos = loc.position(piece.start)
         if isinstance(piece, _Bad):
             return Rejected("unreadable_record", f"{path} at byte {pos}: {piece.message}", pos)
-        return _item(piece, pos, path, name, ids)
+        if piece.headers.get("warc-type", "").lower() == "warcinfo" and piece.block is not None:
+            crawl.update(_warcinfo_crawl(piece.block))
+        item = _item(piece, pos, path, name, ids)
+        if isinstance(item, dict):
+            item["crawl_id"] = crawl.get("crawl_id")
+        return item
 
     with f:
         events = _gzip_events(f) if gz else _plain_events(f)
@@ -702,6 +708,15 @@ def _items(path: str, f, gz: bool, size: int) -> Iterator[Item]:
             member, file_offset = loc.member_at(to)
             loc.forget_from(to if to == member else to + 1)  # (a member starting at `to` is announced again)
             events = _gzip_events(f, file_offset, discard=to - member)
+
+
+def _warcinfo_crawl(block: bytes) -> dict[str, str]:
+    """{"crawl_id": the `isPartOf` field of a warcinfo record's `key: value` lines} (or {})."""
+    for line in block.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "ispartof" and value.strip():
+            return {"crawl_id": value.strip()}
+    return {}
 
 
 def _read(events, splitter: _Splitter, loc: _Locator, emit, path: str) -> Iterator[Item]:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterator, Literal
 
 import pandas as pd
@@ -50,6 +52,9 @@ class InputConfig(Strict):
     format: Literal["auto", "warc", "jsonl", "parquet", "html_dir", "markdown_dir"] = "auto"
     text_field: str = "text"
     source: str = Field("web", description="mixture source label for documents without a `source` field")
+    crawl_id: str | None = Field(None, description="seed 002's crawl_id of every document (e.g. CC-MAIN-2024-51); "
+                                 "None: the WARC file's warcinfo isPartOf, a record's own crawl_id, or the "
+                                 "CC-MAIN-YYYY-WW in the input's path")
     max_replaced_share: float = Field(0.01, ge=0, le=1, description="HTML whose bytes fit no encoding is read with "
                                       "U+FFFD for at most this share of its bytes, else it is a decode_error")
     # at least 1 KiB; at most 2 GiB, Arrow's largest string value (a partition's text column)
@@ -109,7 +114,7 @@ class ReadStage(PhasedStage):
 
     @classmethod
     def outputs(cls) -> tuple[str, ...]:
-        return ("id", "doc_index", "url", "text", "html", "source")
+        return ("id", "doc_index", "url", "text", "html", "source") + RECORD_FIELDS
 
     def phases(self) -> list[Phase]:
         return [Phase("read", read_phase, over=lambda run: list(zip(run.stage.files, run.stage.formats)),
@@ -134,7 +139,7 @@ def read_phase(stage: ReadStage, task: Task) -> dict[str, Any]:
     path, fmt = task.item
     cfg = stage.config
     return read_file_task(task.index, path, fmt, cfg.text_field, cfg.source, task.arg, task.dir,
-                          cfg.max_replaced_share, cfg.max_doc_bytes)
+                          cfg.max_replaced_share, cfg.max_doc_bytes, cfg.crawl_id)
 
 
 def skipped_phase(stage: ReadStage, run: PhaseRun) -> None:
@@ -169,12 +174,51 @@ def input_items(path: str, fmt: str, text_field: str, max_doc_bytes: int = MAX_D
         return iter([Rejected("unreadable_record", str(e), 0)])
 
 
-def _record_row(rec: dict[str, Any], file_no: int, record_no: int, source: str) -> dict[str, Any]:
+# Seed 002 §1.3's record fields, on every document from the read stage on (export --format jsonl writes them):
+#   crawl_id       input.crawl_id, else the WARC file's warcinfo `isPartOf`, a JSONL/Parquet record's own
+#                  `crawl_id`, else the CC-MAIN-YYYY-WW in the input's path; else null
+#   extracted_at   when the page was fetched: its WARC-Date (ISO 8601, UTC, "Z"), or a text record's own
+#                  `extracted_at` (top level or in `metadata`); else null. Never the clock: the same input gives
+#                  the same bytes in every run, on any number of workers (the seed's datetime.utcnow() would not)
+#   content_length characters of `text`, set whenever a part with a text is written (io/parts.write_table), so in
+#                  curated documents it is the length of their final text
+RECORD_FIELDS = ("crawl_id", "extracted_at", "content_length")
+_CRAWL_IN_PATH = re.compile(r"CC-MAIN-\d{4}-\d{2}")
+
+
+def _record_row(rec: dict[str, Any], file_no: int, record_no: int, source: str, path: str = "",
+                crawl_id: str | None = None) -> dict[str, Any]:
     row = dict(rec)
     row["doc_index"] = (file_no << RECORD_BITS) | record_no
     row.setdefault("source", source)
     row["source"] = row["source"] if isinstance(row["source"], str) and row["source"] else source
+    found = _CRAWL_IN_PATH.search(path)
+    own = row.get("crawl_id")
+    row["crawl_id"] = crawl_id or (own if isinstance(own, str) and own else None) or (found and found.group(0))
+    row["extracted_at"] = extracted_at(row)
+    text = row.get("text")
+    row["content_length"] = len(text) if isinstance(text, str) else None
     return row
+
+
+def extracted_at(row: dict[str, Any]) -> str | None:
+    """The record's fetch time as ISO 8601 UTC ("2024-05-18T01:58:10Z"; fractions kept), or None."""
+    value = row.get("warc_date") or row.get("extracted_at")
+    if not value and isinstance(row.get("metadata"), str) and "extracted_at" in row["metadata"]:
+        try:
+            meta = json.loads(row["metadata"])
+            value = meta.get("extracted_at") if isinstance(meta, dict) else None
+        except ValueError:
+            value = None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return value.strip()          # kept as written: not ours to guess
+    if t.tzinfo is not None:
+        t = t.astimezone(timezone.utc).replace(tzinfo=None)
+    return t.isoformat() + "Z"
 
 
 def body_bytes(row: dict[str, Any]) -> int:
@@ -195,7 +239,7 @@ def _file_bytes(path: str) -> int:
 
 def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: str,
                    partitioning: tuple[int, int], folder, max_replaced_share: float = 0.01,
-                   max_doc_bytes: int = MAX_DOC_BYTES) -> dict[str, Any]:
+                   max_doc_bytes: int = MAX_DOC_BYTES, crawl_id: str | None = None) -> dict[str, Any]:
     """Read one input file, streaming, into parts `part-FFFF-PPPPPP.parquet` of at most (documents, bytes) =
     `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
     to rejects.jsonl. HTML documents' `charset_source` and `charset`, and `mojibake_suspect` ones, are counted in
@@ -226,7 +270,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
                 rej.write(json.dumps({"file": path, "reason": rec.reason, "position": rec.position,
                                       "detail": rec.detail}, ensure_ascii=False) + "\n")
                 continue
-            row = _record_row(rec, file_no, record_no, source)
+            row = _record_row(rec, file_no, record_no, source, path, crawl_id)
             if "charset_source" in row:
                 stats.extra[f"charset_source_{row['charset_source']}"] += 1
                 stats.extra[f"charset_{row['charset']}"] += 1

@@ -58,3 +58,58 @@ def test_other_readers_open_a_tokens_part(tmp_path, reader):
         import polars
 
         assert polars.read_parquet(path)["tokens"].to_list()[0] == [1, 2, 3]
+
+
+# -- every Parquet file a real run writes, in every reader installed (#35 part 5) ---------------------------------
+
+READERS = ["pandas", "pyarrow", "polars", "duckdb", "datasets"]
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory, synth_crawl):
+    """A run of every kind of Parquet gpupipe writes: every stage's parts (keep_intermediate), the tokenize stage's
+    token lists, Parquet shards, a decontamination index."""
+    import yaml
+
+    from gpupipe.cli import main
+
+    tmp = tmp_path_factory.mktemp("readers")
+    assert main(["decontam-index", "--out", str(tmp / "index.parquet"), synth_crawl["benchmark"]]) == 0
+    cfg = {"input": {"path": synth_crawl["warc"]}, "output": str(tmp / "run"), "device": "cpu",
+           "keep_intermediate": True,
+           "stages": [{"extract": {}}, {"normalize": {}}, {"exact_dedup": {}},
+                      {"decontaminate": {"index": str(tmp / "index.parquet")}},
+                      {"tokenize": {"vocab_size": 300}}, {"pack": {"seq_len": 32, "format": "parquet"}}]}
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp / "c.yaml")]) == 0
+    files = sorted((tmp / "run").rglob("*.parquet")) + [tmp / "index.parquet"]
+    assert {"tokens", "crawl_id", "content_length"} <= set(pq.read_schema(
+        next((tmp / "run" / "stages").glob("*-tokenize")) / "part-0000-000000.parquet").names)
+    assert any(f.name.startswith("shard-") for f in files)
+    return files
+
+
+def _rows(reader: str, path, cache) -> int:
+    if reader == "pandas":
+        return len(pd.read_parquet(path))
+    if reader == "pyarrow":
+        return pq.read_table(path).to_pandas().shape[0]
+    if reader == "polars":
+        import polars
+
+        return polars.read_parquet(path).height
+    if reader == "duckdb":
+        import duckdb
+
+        return len(duckdb.sql(f"select * from read_parquet('{path}')").fetchall())
+    import datasets
+
+    return len(datasets.Dataset.from_parquet(str(path), cache_dir=str(cache)))
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_parquet_file_of_a_run_opens_in(reader, run_files, tmp_path):
+    if importlib.util.find_spec(reader) is None:
+        pytest.skip(f"{reader} is not installed")
+    for path in run_files:
+        assert _rows(reader, path, tmp_path / "cache") == pq.ParquetFile(path).metadata.num_rows, path
