@@ -34,7 +34,7 @@ from gpupipe.io import storage
 
 GROUPS = [  # the reference table's rows and the stages each one sums, as seed 002's five stages group them
     ("采集与提取 (collection, extraction)", {"read", "extract", "chunk_markdown"}),
-    ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "line_filter", "doc_filter"}),
+    ("基础过滤 (basic filters)", {"normalize", "langid", "url_filter", "nsfw_filter", "line_filter", "doc_filter"}),
     ("去重 (dedup)", {"url_dedup", "exact_dedup", "fuzzy_dedup", "simhash_dedup", "substring_dedup"}),
     # seed 002 Stage 4: PPL, the quality classifier (a transformer: `classifier`), educational value; semantic
     # dedup runs the same encoders on the GPU

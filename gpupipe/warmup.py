@@ -24,8 +24,8 @@ def _full_stages(index: str) -> list[dict[str, Any]]:
     return [{"extract": {}}, {"url_filter": {}}, {"line_filter": {}}, {"normalize": {"keep_paragraphs": True}},
             {"langid": {"keep": ["en", "zh"], "level": "paragraph", "min_score": 0.3}}, {"doc_filter": {}},
             {"quality": {"gopher_repetition": {"apply_to_cjk": False}}}, {"pii": {}}, {"url_dedup": {}},
-            {"exact_dedup": {}}, {"fuzzy_dedup": {}}, {"substring_dedup": {"min_length": 50}},
-            {"decontaminate": {"index": index, "policy": "cut"}}, {"tokenize": {"vocab_size": 512}},
+            {"exact_dedup": {}}, {"fuzzy_dedup": {}}, {"simhash_dedup": {}},
+            {"substring_dedup": {"min_length": 50}}, {"decontaminate": {"index": index, "policy": "cut"}}, {"tokenize": {"vocab_size": 512}},
             {"pack": {"seq_len": 128, "megatron": True}}]
 
 
@@ -35,8 +35,9 @@ _JSONL_STAGES: list[dict[str, Any]] = [
 
 # CPU seconds of compiling each station's kernels on a cold cache (profiling/numba_compile_profile.py, 2-core VM);
 # the other stations have none. Only their ratios matter: they balance the warm-up's processes.
-_COMPILE_COST = {"quality": 40, "fuzzy_dedup": 25, "langid": 20, "decontaminate": 10, "substring_dedup": 6,
-                 "exact_dedup": 3, "url_dedup": 2}
+# simhash_dedup: 20 s cold alone (#35), about half of it the shingle kernels fuzzy_dedup compiles too.
+_COMPILE_COST = {"quality": 40, "fuzzy_dedup": 25, "langid": 20, "decontaminate": 10, "simhash_dedup": 10,
+                 "substring_dedup": 6, "exact_dedup": 3, "url_dedup": 2}
 
 
 def _name(stage: dict[str, Any]) -> str:

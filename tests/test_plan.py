@@ -156,3 +156,10 @@ def test_a_cpu_run_is_priced_without_a_gpu_cost(run, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["cost"]["gpu_usd"] is None
     assert plan["cost"]["usd"] == pytest.approx(plan["total"]["cpu_core_hours"] * plan["cost"]["usd_per_core_hour"])
+
+
+def test_nsfw_filter_and_simhash_dedup_have_their_seed_002_groups():
+    from gpupipe.plan import group_of
+
+    assert group_of("nsfw_filter") == group_of("url_filter") == "基础过滤 (basic filters)"
+    assert group_of("simhash_dedup") == group_of("fuzzy_dedup") == "去重 (dedup)"

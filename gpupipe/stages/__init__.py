@@ -28,10 +28,11 @@ from gpupipe.stages.filters.line_filter import LineFilter
 from gpupipe.stages.tokens.mixture import Mixture
 from gpupipe.stages.filters.model_quality import PerplexityFilter, QualityClassifier
 from gpupipe.stages.filters.url_filter import UrlDedup, UrlFilter
+from gpupipe.stages.filters.keyword_filter import NsfwFilter
 from gpupipe.stages.tokens.tokenize import Tokenize, TokenizeConfig
 
 STAGES: dict[str, type[Stage]] = {cls.name: cls for cls in (
-    Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
+    Extract, ChunkMarkdown, Normalize, LangId, UrlFilter, NsfwFilter, LineFilter, DocFilter, QualityFilter, QualityClassifier,
     PerplexityFilter, Classifier, PiiRedactor, UrlDedup, ExactDedup, FuzzyDedup, SimHashDedup, SemanticDedup,
     SubstringDedup, Decontaminate, Tokenize, Mixture, Pack)}
 

@@ -327,6 +327,12 @@ def case_url_filter(data, request, tmp, mp):
     assert res["alone"]["removed"].get("url_blacklist") == 2
 
 
+def case_nsfw_filter(data, request, tmp, mp):
+    res = check(_build("nsfw_filter", {"extra_words": ["click here"], "min_hits": 1, "min_ratio": 0}), data["web"],
+                tmp, mp, allowed=("_pattern",))
+    assert 0 < removed(res) < res["alone"]["docs_in"]
+
+
 def case_line_filter(data, request, tmp, mp):
     res = check(_build("line_filter", {}), data["web"], tmp, mp, allowed=("_rules",))
     assert res["alone"]["bytes_out"] < res["alone"]["bytes_in"]
@@ -352,7 +358,7 @@ def case_perplexity(data, request, tmp, mp):
         pytest.skip("kenlm not installed (pip install kenlm)")
     model = request.getfixturevalue("arpa")
     res = check(_build("perplexity", {"model": model, "max_perplexity": 18.0}), data["web"], tmp, mp,
-                allowed=("_model", "min_perplexity", "max_perplexity"))
+                allowed=("_model", "min_perplexity", "max_perplexity", "bucket_cuts"))
     assert 0 < removed(res) < res["alone"]["docs_in"]
 
 
@@ -381,6 +387,9 @@ def case_url_dedup(data, request, tmp, mp):
 def case_exact_dedup(data, request, tmp, mp):
     res = check(_build("exact_dedup", {}, RunContext(shuffle_buckets=3)), data["web"], tmp, mp)
     assert res["alone"]["removed"] == {"exact_duplicate": 3}
+    para = check(_build("exact_dedup", {"level": "paragraph"}, RunContext(shuffle_buckets=3)), data["web"],
+                 tmp / "paragraph", mp)
+    assert para["alone"]["extra"]["paragraphs_removed"] > 0 and para["alone"]["bytes_out"] < para["alone"]["bytes_in"]
 
 
 def case_fuzzy_dedup(data, request, tmp, mp):
