@@ -320,21 +320,11 @@ def _parts(cfg: QualityConfig) -> int:
     return parts
 
 
-def _capitalized_words_frac(text) -> np.ndarray:
-    """Per document, the share of its words (whitespace-separated) whose first character is an uppercase letter.
-    Not one regex with a start anchor or whitespace: Arrow's count_substring_regex searches again from each match's
-    end, where the start anchor matches anew."""
-    def n(pattern: str) -> np.ndarray:
-        return pc.count_substring_regex(text, pattern).to_numpy(zero_copy_only=False).astype(np.float64)
-
-    first = pc.match_substring_regex(text, r"^\p{Lu}").fill_null(False).to_numpy(zero_copy_only=False)
-    return _ratio(n(r"\s\p{Lu}") + first, n(r"\S+"))
-
-
 def quality_signals(df, cfg: QualityConfig) -> dict[str, np.ndarray]:
     """All signal columns (and the scope columns) of a frame's `text`, as numpy arrays."""
     from gpupipe.kernels.repetition import (C4_CITATIONS, C4_CURLY, C4_JAVASCRIPT, C4_LOREM, C4_POLICY,
                                             C4_TERMINAL, COUNTS, quality_counts)
+    from gpupipe.kernels.symbol_counts import CAPITALIZED, ELLIPSIS, HASH, WORDS, symbol_counts
     from gpupipe.kernels.text_hash import arrow_buffers
 
     text = text_array(df["text"])
@@ -351,11 +341,12 @@ def quality_signals(df, cfg: QualityConfig) -> dict[str, np.ndarray]:
         c4_max_word_length=-1 if c4.max_word_length is None else c4.max_word_length, c4_flags=c4_flags)
     c = {name: counts[:, k] for k, name in enumerate(COUNTS)}
 
-    def count(s: str) -> np.ndarray:
-        return pc.count_substring(text, s).to_numpy(zero_copy_only=False).astype(np.float64)
-
-    symbols = {"hash": count("#"), "ellipsis": count("...") + count("…"),
-               "capitalized_frac": _capitalized_words_frac(text)} if cfg.gopher_quality.enabled else {}
+    symbols = {}
+    if cfg.gopher_quality.enabled:
+        sym = symbol_counts(data, offsets).astype(np.float64)
+        # capitalised words: whitespace-separated words starting with an uppercase letter, of all such words
+        symbols = {"hash": sym[:, HASH], "ellipsis": sym[:, ELLIPSIS],
+                   "capitalized_frac": _ratio(sym[:, CAPITALIZED], sym[:, WORDS])}
     return _scope(df, c, cfg) | _family_signals(c, top, dup, symbols, cfg)
 
 
