@@ -26,8 +26,11 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
 
 5. Page kinds (#33): the page's largest group of repeated sibling items (a listing's rows, a collection's cards, a
    service page's sections) joins the container, link titles included (_items, _with_items); a hidden element that
-   holds most of the page's text is kept (a script shows it); a schema.org Product card's description leads a shop
-   page whose HTML holds less. docs/design.md "Page kinds" has the rules and their measurements.
+   holds most of the page's text is kept (a script shows it), and so are folded panels (an accordion's or an
+   expander's, React's streamed segments: _folded); a schema.org Product card's description leads a shop page whose
+   HTML holds less (once: not where the HTML has it already). On a product's page (_product) customer reviews are
+   boilerplate, and a page fast kept nearly whole reports no prose found, so that auto leaves it to trafilatura.
+   docs/design.md "Page kinds" has the rules and their measurements.
 
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
 decide when a page goes to trafilatura instead. The constants were set on the tune halves of the benchmark's page
@@ -157,7 +160,7 @@ class Result:
     blocks: int
     tree: LexborHTMLParser | None = field(default=None, repr=False)   # the cleaned page (auto's fallback reads it)
     prose: float = 0.0        # the page's prose: the summed values of its blocks that read as prose
-    prose_kept: float = 0.0   # the part of it in the kept blocks
+    prose_kept: float = 0.0   # the part of it in the kept blocks (0 on a product's page kept nearly whole)
     product: bool = False     # a product's page (a schema.org Product card or microdata, og:type product)
 
     def cleaned_html(self) -> str | None:
@@ -266,8 +269,9 @@ def _marked_boilerplate(body, page_chars: int, sig: dict, strong_words: frozense
     """mem_ids of elements whose class/id says boilerplate and that do not hold most of the page's text, and of the
     elements whose class/id (or itemprop=articleBody) names them as the body of an article or post.
 
-    The share is also taken over all elements of the same class: the posts of a forum thread or the reviews of a
-    product page ("comment", "review" ...) are each a small part of the page but together they are the page."""
+    The share is also taken over all elements of the same class: the posts of a forum thread ("comment", ...) are
+    each a small part of the page but together they are the page. `strong_words` is PRODUCT_STRONG on a product's
+    page (its customer reviews are boilerplate there)."""
     marked, content = set(), set()
     strong_nodes: list[tuple[int, str]] = []
     class_chars: dict[str, int] = {}
