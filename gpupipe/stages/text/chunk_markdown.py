@@ -23,7 +23,16 @@ the choices it leaves open are written down):
 - Sections whose title (or a parent's title) is worthless (references, acknowledgements, ...) are chunked apart
   from the rest and never merged with it, so the rule filter drops them without taking good text along.
 - Chunk id: sha256 of [source path relative to the input root, index, first 64 characters] (the recipe's,
-  16 hex digits instead of 12 for fewer collisions): the same on every run and every machine.
+  16 hex digits instead of 12 for fewer collisions): the same on every run and every machine. `chunk_ids: seed`
+  gives the recipe's own: md5 of f"{file name}-{index}-{first 64 characters}", 12 hex digits (two files of one name
+  in different folders whose chunks start alike then share an id).
+- Rule filter: too short below `min_effective_chars` (100, the recipe's MIN_SIZE) characters other than whitespace
+  and # * - | [ ] ( ); worthless titles by `title_match`: `parts` (default) splits a title (a heading of the chunk's
+  section, or a first line of at most TITLE_LINE_CHARS) at separators and conjunctions (、，,/&|:; and, or, 与, 和,
+  及, 以及, 或) and drops it when a part is a worthless title, so "参考文献与延伸阅读" and "References and further
+  reading" go while "目录遍历漏洞" (directory traversal) stays; `seed` is the recipe's literal rule (the first non-blank
+  line contains one of its DROP_TITLES, case-sensitive: it also drops "## 目录遍历漏洞"); `exact` matches the
+  whole title only.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -355,6 +364,13 @@ def chunk_id(source: str, index: int, text: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+def seed_chunk_id(source: str, index: int, text: str) -> str:
+    """The recipe's id: hashlib.md5(f"{source}-{i}-{text[:64]}".encode()).hexdigest()[:12], where its source is
+    os.path.basename(path)."""
+    name = source.replace("\\", "/").rsplit("/", 1)[-1]
+    return hashlib.md5(f"{name}-{index}-{text[:ID_PREFIX_CHARS]}".encode("utf-8")).hexdigest()[:12]
+
+
 def section_label(path: tuple[str, ...]) -> str:
     return " > ".join(path)
 
@@ -370,6 +386,12 @@ DEFAULT_WORTHLESS_TITLES = [
     "参考文献", "参考资料", "引用文献", "致谢", "鸣谢", "目录", "作者简介", "作者介绍", "关于作者",
     "版权声明", "版权所有", "版权信息",
 ]
+
+# The recipe's DROP_TITLES, as written (title_match: seed)
+SEED_DROP_TITLES = ("参考文献", "References", "致谢", "Acknowledgement", "目录", "作者简介", "版权声明", "版权所有")
+# title_match: parts splits a title at these (separators and conjunctions) and judges each part
+_TITLE_PARTS = re.compile(r"\s*(?:[、，,/&|:：;；+]|\band\b|\bor\b|以及|与|和|及|或)\s*")
+TITLE_LINE_CHARS = 60   # a first line this short (normalized) is judged as a title by parts
 
 # Section numbering in front of a title: "7.", "7.1", "VII.", "A.", "第三章", "一、", "（二）".
 _NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十百零〇两\d]+[章节部分篇]|\d+(?:\.\d+)*\.?|[ivxlc]+\.|[a-z][.)]"
@@ -435,17 +457,29 @@ class RuleFilter:
     table of contents, a link/citation list, symbol soup) and `markup` (badges, images, URLs, HTML); `reason(chunk)`
     is None (keep) or the reason to drop."""
 
-    def __init__(self, min_effective_chars: int = 50, worthless_titles: Iterable[str] = DEFAULT_WORTHLESS_TITLES,
+    def __init__(self, min_effective_chars: int = 100, worthless_titles: Iterable[str] = DEFAULT_WORTHLESS_TITLES,
                  link_ratio: float = 0.5, symbol_ratio: float = 0.35, markup_ratio: float = 0.5,
-                 markup_keep_chars: int = 200):
+                 markup_keep_chars: int = 200, title_match: str = "parts"):
         self.min_effective_chars = min_effective_chars
         self.titles = {normalize_title(t) for t in worthless_titles}
+        self.title_match = title_match
         self.link_ratio = link_ratio
         self.symbol_ratio = symbol_ratio
         self.markup_ratio, self.markup_keep_chars = markup_ratio, markup_keep_chars
 
+    def worthless_title(self, title: str, line: bool = False) -> bool:
+        """A heading title (or, line=True, a chunk's first line) names a worthless section, by `title_match`."""
+        if self.title_match == "seed":
+            return any(k in title for k in SEED_DROP_TITLES)
+        norm = normalize_title(title)
+        if norm in self.titles:
+            return True
+        if self.title_match != "parts" or (line and len(norm) > TITLE_LINE_CHARS):
+            return False
+        return any(normalize_title(p) in self.titles for p in _TITLE_PARTS.split(norm) if p)
+
     def worthless_path(self, path: tuple[str, ...]) -> bool:
-        return any(normalize_title(t) in self.titles for t in path)
+        return any(self.worthless_title(t) for t in path)
 
     def reason(self, text: str, path: tuple[str, ...] = ()) -> str | None:
         total = effective_chars(text)
@@ -453,7 +487,7 @@ class RuleFilter:
             return "too_short"
         lines = [ln for ln in text.splitlines() if ln.strip()]
         # by the section's titles, or a first line that is only such a title (e.g. a bold pseudo-heading)
-        if self.worthless_path(path) or (lines and normalize_title(lines[0]) in self.titles):
+        if self.worthless_path(path) or (lines and self.worthless_title(lines[0], line=True)):
             return "worthless_section"
         # mostly badges, images, URLs and HTML, with too little text left to be worth the noise (a badge header
         # followed by a real introduction stays); before link_list, which a column of badges would also match
@@ -479,8 +513,10 @@ class ChunkMarkdownConfig(Strict):
     chunk_size: int = Field(1500, ge=1)
     min_size: int = Field(100, ge=0)
     max_slices: int = Field(20, ge=1)
-    min_effective_chars: int = Field(50, ge=0)
+    min_effective_chars: int = Field(100, ge=0)   # the recipe's MIN_SIZE (50 before #35)
     worthless_titles: list[str] = DEFAULT_WORTHLESS_TITLES
+    title_match: Literal["parts", "seed", "exact"] = "parts"   # module docstring; seed: the recipe's DROP_TITLES
+    chunk_ids: Literal["gpupipe", "seed"] = "gpupipe"           # seed: the recipe's md5 ids (module docstring)
     link_ratio: Fraction = 0.5
     symbol_ratio: Fraction = 0.35
     markup_ratio: Fraction = 0.5      # markup: more than this share of the chunk is badges, images, URLs, HTML ...
@@ -508,7 +544,8 @@ def chunk_document(text: str, source: str, cfg: ChunkMarkdownConfig, rules: Rule
     chunks, warnings = chunk_markdown(text, cfg.chunk_size, cfg.min_size, cfg.max_slices, rules.worthless_path)
     records = []
     for i, c in enumerate(chunks):
-        records.append({"text": c.text, "id": chunk_id(source, i, c.text), "source": source, "index": i,
+        cid = seed_chunk_id(source, i, c.text) if cfg.chunk_ids == "seed" else chunk_id(source, i, c.text)
+        records.append({"text": c.text, "id": cid, "source": source, "index": i,
                         "section": section_label(c.path), "chars": len(c.text),
                         "oversized_code": c.oversized_code, "reason": rules.reason(c.text, c.path)})
     for path, n in warnings:
@@ -519,7 +556,7 @@ def chunk_document(text: str, source: str, cfg: ChunkMarkdownConfig, rules: Rule
 
 def rules_of(cfg: ChunkMarkdownConfig) -> RuleFilter:
     return RuleFilter(cfg.min_effective_chars, cfg.worthless_titles, cfg.link_ratio, cfg.symbol_ratio,
-                      cfg.markup_ratio, cfg.markup_keep_chars)
+                      cfg.markup_ratio, cfg.markup_keep_chars, cfg.title_match)
 
 
 # ----------------------------------------------------------------------------- reader: a folder of .md files
@@ -845,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = ["ChunkMarkdown", "ChunkMarkdownConfig", "Chunk", "RuleFilter", "chunk_markdown", "chunk_document",
            "chunk_markdown_dir", "iter_markdown_dir", "split_sections", "atomic_units", "split_sentences",
-           "split_oversized", "hard_split", "merge_small", "chunk_id", "normalize_title", "load_chunk_config",
+           "split_oversized", "hard_split", "merge_small", "chunk_id", "seed_chunk_id", "normalize_title", "load_chunk_config",
            "add_chunk_markdown_parser", "cmd_chunk_markdown", "main"]
 
 
