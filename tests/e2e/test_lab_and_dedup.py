@@ -60,3 +60,28 @@ def test_exact_dedup_first_occurrence_wins_whatever_the_partitioning(tmp_path, p
     assert stats["stages"][2]["removed"] == {"exact_duplicate": len(texts) - len(expected)}
     counts = Counter(" ".join(t.split()) for t in texts)
     assert stats["stages"][2]["extra"]["duplicate_groups"] == sum(1 for c in counts.values() if c > 1)
+
+
+def test_seed000_lab_config_gives_the_seed_numbers_and_min_frequency_is_the_setting(tmp_path, monkeypatch):
+    """configs/seed000_lab.yaml as shipped (run from the repository root): the lab's accepted output. The same
+    config with tokenize's default min_frequency (2) gives other numbers: the README names it as the setting."""
+    from tests.helpers import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["run", "configs/seed000_lab.yaml", "--output", str(tmp_path / "lab")]) == 0
+    stats = json.loads((tmp_path / "lab" / "stats.json").read_text())
+    assert (stats["input_records"], stats["output_docs"]) == (5, 4)
+    m = json.loads((tmp_path / "lab" / "shards" / "manifest.json").read_text())
+    assert (m["stream_tokens"], m["sequences"], m["dropped_remainder_tokens"]) == (105, 6, 9)
+    assert m["tokens"] == 96 and len(m["shards"]) == 1 and m["dtype"] == "uint16"
+    assert m["stream_tokens"] % 16 == m["dropped_remainder_tokens"]
+    assert main(["verify", str(tmp_path / "lab" / "shards")]) == 0
+
+    import yaml
+    cfg = yaml.safe_load((ROOT / "configs" / "seed000_lab.yaml").read_text())
+    cfg["stages"][2]["tokenize"].pop("min_frequency")
+    cfg["output"] = str(tmp_path / "default-min-frequency")
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "other.yaml")]) == 0
+    other = json.loads((tmp_path / "default-min-frequency" / "shards" / "manifest.json").read_text())
+    assert other["stream_tokens"] != 105
