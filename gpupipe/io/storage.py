@@ -1,7 +1,7 @@
 """Paths and URLs: the one place gpupipe touches storage that may not be a local disk.
 
-A *location* is a local path or an fsspec URL (`s3://bucket/key`, `gs://`, `abfs://`, `hdfs://`, `https://` for
-reading, ...). Local paths take the plain `os`/`open` calls they always took (same speed, same semantics: rename is
+A *location* is a local path or an fsspec URL (`s3://bucket/key`, `gs://`, `abfs://`, `webhdfs://namenode:9870/`
+and `hdfs://` (which needs a JVM and libhdfs: `hdfs_unavailable`), `https://` for reading, ...). Local paths take the plain `os`/`open` calls they always took (same speed, same semantics: rename is
 atomic); a URL goes through its fsspec filesystem. Nothing else in gpupipe imports fsspec.
 
 Credentials and endpoint come from each library's standard environment (for S3: AWS_ACCESS_KEY_ID,
@@ -33,6 +33,7 @@ import shutil
 import threading
 import time
 from typing import IO, Any, Callable
+from urllib.parse import urlsplit
 
 from gpupipe import retries
 
@@ -128,8 +129,8 @@ class StorageUnavailable(ValueError):
 
 
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp", "gs": "gcsfs", "gcs": "gcsfs",
-             "abfs": "adlfs", "az": "adlfs", "adl": "adlfs"}
-_CLOUD = ("s3", "s3a", "http", "https")   # what the [cloud] extra brings (s3fs, which brings aiohttp)
+             "abfs": "adlfs", "az": "adlfs", "adl": "adlfs", "webhdfs": "requests"}
+_CLOUD = ("s3", "s3a", "http", "https", "webhdfs")   # what the [cloud] extra brings (s3fs, which brings aiohttp)
 
 
 def _unavailable(url: str, error: ImportError | None = None) -> StorageUnavailable:
@@ -162,6 +163,8 @@ def require(location) -> None:
         raise _unavailable(location, e) from None
     except ValueError:   # "Protocol not known"
         pass
+    if protocol(location) == "hdfs":
+        filesystem(location)   # starts libhdfs's JVM: no JVM is one line now, not a failure mid-run
 
 
 def filesystem(url: str):
@@ -178,11 +181,29 @@ def filesystem(url: str):
         return fsspec.core.url_to_fs(url, **opts)
     except ImportError as e:
         raise _unavailable(url, e) from None
+    except OSError as e:
+        if proto == "hdfs":   # pyarrow's HadoopFileSystem: a JVM and libhdfs, loaded when the filesystem is made
+            raise StorageUnavailable(hdfs_unavailable(url, e)) from None
+        raise
 
 
-def _url(fs, path: str) -> str:
-    """A path inside fs back as a URL (fsspec's listings drop the protocol)."""
-    return fs.unstrip_protocol(path)
+def hdfs_unavailable(url: str, e: BaseException) -> str:
+    """hdfs:// goes through pyarrow's HadoopFileSystem (libhdfs over JNI): one line saying what it needs."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return (f"{url}: hdfs:// URLs go through pyarrow's HadoopFileSystem, which needs a Java runtime (JAVA_HOME), "
+            f"Hadoop's libhdfs (HADOOP_HOME or ARROW_LIBHDFS_DIR) and the Hadoop jars on CLASSPATH "
+            f"(`hadoop classpath --glob`), and could not start here ({first}); without a JVM, use the NameNode's "
+            f"WebHDFS REST API: webhdfs://NAMENODE:9870/path (pure Python)")
+
+
+def _url(fs, path: str, like: str) -> str:
+    """A path inside fs back as a URL like `like` (fsspec's listings drop the protocol, and for a filesystem whose
+    paths have no host, webhdfs:// and hdfs://, the host:port too)."""
+    url = fs.unstrip_protocol(path)
+    netloc = urlsplit(like).netloc
+    if netloc and not urlsplit(url).netloc:
+        return f"{protocol(like)}://{netloc}/{path.lstrip('/')}"
+    return url
 
 
 def join(base: str | os.PathLike, *names: str) -> str:
@@ -252,7 +273,8 @@ def identity(location) -> list[Any]:
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     fs, path = filesystem(location)
     info = fs.info(path)
-    version = next((str(info[k]) for k in ("ETag", "etag", "VersionId", "LastModified", "mtime", "last_modified")
+    version = next((str(info[k]) for k in ("ETag", "etag", "VersionId", "LastModified", "mtime", "last_modified",
+                                           "modificationTime")
                     if info.get(k)), "")
     return [int(info.get("size") or 0), version]
 
@@ -265,7 +287,7 @@ def glob(pattern: str) -> list[str]:
 
         return sorted(_glob.glob(pattern))
     fs, path = filesystem(pattern)
-    return sorted(_url(fs, p) for p in fs.glob(path))
+    return sorted(_url(fs, p, pattern) for p in fs.glob(path))
 
 
 @_retried
@@ -360,7 +382,7 @@ def put_file(local: str | os.PathLike, location: str) -> None:
         return
     _writable(location)
     fs, path = filesystem(location)
-    fs.put_file(os.fspath(local), path)
+    _replace(fs, path, lambda tmp: fs.put_file(os.fspath(local), tmp))
 
 
 @_retried
@@ -373,7 +395,36 @@ def write_bytes(location: str, data: bytes) -> None:
         return
     _writable(location)
     fs, path = filesystem(location)
-    fs.pipe_file(path, data)
+    _replace(fs, path, lambda tmp: fs.pipe_file(tmp, data))
+
+
+_RENAMED = ("webhdfs", "hdfs")   # file systems whose files appear when created (HDFS): written aside, then renamed
+
+
+def _replace(fs, path: str, write: Callable[[str], None]) -> None:
+    """write(path) for an object store (an object appears whole, once uploaded). HDFS shows a file from its CREATE
+    on, growing as the client appends: it is written under a temporary name beside `path` and renamed, and HDFS's
+    rename is atomic but does not replace, so a file already there is removed first (a reader then sees no file,
+    never part of one)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if not set(protocols) & set(_RENAMED):
+        write(path)
+        return
+    import uuid
+
+    parent, _, name = path.rstrip("/").rpartition("/")
+    tmp = f"{parent}/.{name}.tmp.{uuid.uuid4().hex}"
+    try:
+        write(tmp)
+        if fs.exists(path):
+            fs.rm(path)
+        fs.mv(tmp, path)
+    except BaseException:
+        try:
+            fs.rm(tmp)
+        except Exception:   # the write's own error is the one to see
+            pass
+        raise
 
 
 @_retried
