@@ -1,5 +1,6 @@
 """The per-phase, per-group token share table of a shard folder's manifest (#34): planned (the mixture ledger)
-against packed (the manifest's phases), in percent of the phase, with the largest gap.
+against packed (the manifest's phases; a mixture without phases is one phase, "all"), in percent of the phase,
+with the largest gap.
 
     gpupipe run configs/curriculum_mixture.yaml && python profiling/mixture_table.py runs/curriculum/shards
 """
@@ -10,7 +11,11 @@ from gpupipe.tokens.manifest import read_manifest
 
 def main(shard_dir: str) -> float:
     m = read_manifest(shard_dir)
-    ledger = {p["name"]: p for p in m["mixture"].get("phases") or []}
+    if not m.get("phases"):   # one mix: one phase "all" of the run's tokens per group
+        m["phases"] = [{"name": "all", "tokens_by_group": m["tokens_per_group"], "stream_tokens": m["stream_tokens"],
+                        "shards": [s["file"] for s in m["shards"]]}]
+        m["mixture"]["phases"] = [{"name": "all", "share": 1.0, "sources": m["mixture"]["sources"]}]
+    ledger = {p["name"]: p for p in m["mixture"]["phases"]}
     worst = 0.0
     print(f"{'phase':<10}{'group':<30}{'planned %':>10}{'packed %':>10}{'tokens':>12}{'shards':>8}")
     for p in m["phases"]:
