@@ -323,7 +323,54 @@ def cmd_minhash_params(args: argparse.Namespace) -> int:
         return fail(format_error(e, "minhash-params"), 2)
     except ValueError as e:
         return fail(f"minhash-params: {e}", 2)
+    if args.at_least or args.at_most or args.exercise:
+        return _minhash_search(args, cfg)
     console.print(format_params_report(cfg.threshold, cfg.num_perm, bands, rows))
+    return 0
+
+
+def _constraint(text: str) -> tuple[float, float]:
+    """'0.8:0.95' → (0.8, 0.95): a similarity and a probability, both in [0, 1]."""
+    try:
+        sim, prob = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write SIMILARITY:PROBABILITY, e.g. 0.8:0.95") from None
+    if not (0 <= sim <= 1 and 0 <= prob <= 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: similarity and probability must both be in [0, 1]")
+    return sim, prob
+
+
+def _minhash_search(args: argparse.Namespace, cfg) -> int:
+    """`minhash-params --at-least S:P --at-most S:P`: every b x r within --num-perm meeting the constraints, the
+    one the stage's FP/FN weighting prefers among them reported; or, when none does, a clear no with the closest
+    pair and the fewest permutations that would do."""
+    import numpy as np
+
+    from gpupipe.stages.dedup.lsh import (_areas, candidate_probability, closest_params, describe_constraints,
+                                          format_params_report, search_params, smallest_budget)
+
+    at_least = list(args.at_least or []) + ([(0.8, 0.95)] if args.exercise else [])
+    at_most = list(args.at_most or []) + ([(0.5, 0.05)] if args.exercise else [])
+    want = describe_constraints(at_least, at_most)
+    found = search_params(cfg.num_perm, at_least, at_most)
+    if not found:
+        b, r = closest_params(cfg.num_perm, at_least, at_most)
+        print(f"no bands x rows with b*r <= {cfg.num_perm} permutations satisfies {want}")
+        print(f"closest within {cfg.num_perm}: {b} x {r}, "
+              + ", ".join(f"P({s:g}) = {float(candidate_probability(s, b, r)):.4f}" for s, _ in at_least + at_most))
+        smallest = smallest_budget(at_least, at_most)
+        print(f"fewest permutations that satisfy it: {smallest[0]} ({smallest[1][0]} x {smallest[1][1]}); "
+              f"rerun with --num-perm {smallest[0]} or more" if smallest else
+              "no b x r within 4096 permutations satisfies it either: loosen the constraints")
+        return 1
+    bands = np.array([b for b, _ in found])
+    rows = np.array([r for _, r in found])
+    fp, fn = _areas(cfg.threshold, bands, rows)
+    i = int(np.argmin(cfg.fp_weight * fp + cfg.fn_weight * fn))
+    print(f"{len(found)} bands x rows within {cfg.num_perm} permutations satisfy {want}: "
+          + ", ".join(f"{b}x{r}" for b, r in found[:20]) + (" ..." if len(found) > 20 else ""))
+    print(f"chosen among them by the weighted FP/FN areas at threshold {cfg.threshold:g}:")
+    print(format_params_report(cfg.threshold, cfg.num_perm, int(bands[i]), int(rows[i])))
     return 0
 
 
@@ -454,6 +501,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"weight of the false-negative area (default {d.fn_weight}, the fuzzy_dedup stage's)")
     m.add_argument("--bands", type=int, help="evaluate these bands (with --rows) instead of choosing")
     m.add_argument("--rows", type=int)
+    m.add_argument("--at-least", dest="at_least", type=_constraint, action="append", metavar="SIM:PROB",
+                   help="search every b x r within --num-perm with P(candidate | SIM) >= PROB (repeatable)")
+    m.add_argument("--at-most", dest="at_most", type=_constraint, action="append", metavar="SIM:PROB",
+                   help="... and P(candidate | SIM) <= PROB (repeatable); exit 1 when no b x r satisfies them")
+    m.add_argument("--exercise", action="store_true",
+                   help="seed 001's exercise 1: --at-least 0.8:0.95 --at-most 0.5:0.05")
     m.set_defaults(fn=cmd_minhash_params)
 
     from gpupipe.config_convert import add_config_parser

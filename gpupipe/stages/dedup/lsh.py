@@ -120,6 +120,55 @@ def solve_exercise(num_perm: int, hi_sim: float, hi_min_prob: float, lo_sim: flo
     return [(int(b), int(r)) for b, r in zip(bands[ok], rows[ok])]
 
 
+Constraint = tuple[float, float]   # (similarity, probability)
+
+
+def _meets(bands: np.ndarray, rows: np.ndarray, at_least: list[Constraint], at_most: list[Constraint]) -> np.ndarray:
+    ok = np.ones(len(bands), dtype=bool)
+    for sim, prob in at_least:
+        ok &= candidate_probability(sim, bands, rows) >= prob
+    for sim, prob in at_most:
+        ok &= candidate_probability(sim, bands, rows) <= prob
+    return ok
+
+
+def search_params(num_perm: int, at_least: list[Constraint], at_most: list[Constraint]) -> list[tuple[int, int]]:
+    """Every (b, r) with b*r <= num_perm and P(s) >= p for each (s, p) of at_least, P(s) <= p for each of at_most;
+    sorted by bands, then rows. solve_exercise is the one-and-one case."""
+    bands, rows = _all_params(num_perm)
+    ok = _meets(bands, rows, at_least, at_most)
+    return [(int(b), int(r)) for b, r in zip(bands[ok], rows[ok])]
+
+
+def closest_params(num_perm: int, at_least: list[Constraint], at_most: list[Constraint]) -> tuple[int, int]:
+    """The (b, r) within the budget whose worst constraint is missed by the least probability."""
+    bands, rows = _all_params(num_perm)
+    miss = np.zeros(len(bands))
+    for sim, prob in at_least:
+        miss = np.maximum(miss, prob - candidate_probability(sim, bands, rows))
+    for sim, prob in at_most:
+        miss = np.maximum(miss, candidate_probability(sim, bands, rows) - prob)
+    i = int(np.argmin(miss))
+    return int(bands[i]), int(rows[i])
+
+
+def smallest_budget(at_least: list[Constraint], at_most: list[Constraint],
+                    limit: int = 4096) -> tuple[int, tuple[int, int]] | None:
+    """The fewest permutations b*r (<= limit) some (b, r) meeting the constraints uses, and that pair (fewest bands
+    first); None when none within the limit does."""
+    bands, rows = _all_params(limit)
+    ok = _meets(bands, rows, at_least, at_most)
+    if not ok.any():
+        return None
+    used = bands * rows
+    i = min(np.flatnonzero(ok), key=lambda j: (used[j], bands[j]))
+    return int(used[i]), (int(bands[i]), int(rows[i]))
+
+
+def describe_constraints(at_least: list[Constraint], at_most: list[Constraint]) -> str:
+    return " and ".join([f"P({s:g}) >= {p:g}" for s, p in at_least] + [f"P({s:g}) <= {p:g}" for s, p in at_most])
+
+
 def format_params_report(threshold: float, num_perm: int, bands: int | None = None,
                          rows: int | None = None) -> str:
     """Human-readable report for `gpupipe minhash-params`: the banding, its implied cut, FP/FN areas, the S-curve.

@@ -1,6 +1,7 @@
 """LSH banding math (gpupipe.stages.dedup.lsh): S-curve, FP/FN areas, the optimal (b, r) search, seed 001's exercise."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -184,3 +185,41 @@ def test_format_params_report():
     assert f"{lsh.false_positive_area(0.8, 9, 13):.5f}" in text
     assert "(this one)" not in lsh.format_params_report(0.8, 128, 20, 5)
     assert lsh.format_params_report(0.8, 128) == text
+
+
+# ---- gpupipe minhash-params under constraints (#35) -------------------------------------------------------------
+
+def test_search_params_generalises_the_exercise():
+    assert lsh.search_params(256, [(0.8, 0.95)], [(0.5, 0.05)]) == lsh.solve_exercise(256, **EXERCISE)
+    assert lsh.search_params(128, [(0.8, 0.95)], [(0.5, 0.05)]) == []
+    assert lsh.smallest_budget([(0.8, 0.95)], [(0.5, 0.05)]) == (189, (21, 9))
+    b, r = lsh.closest_params(128, [(0.8, 0.95)], [(0.5, 0.05)])
+    assert b * r <= 128 and (_p(0.8, b, r) < 0.95 or _p(0.5, b, r) > 0.05)
+    worst = lambda b, r: max(0.95 - _p(0.8, b, r), _p(0.5, b, r) - 0.05)   # noqa: E731
+    assert worst(b, r) == min(worst(x, y) for x, y in _all_pairs(128))
+    assert lsh.smallest_budget([(0.9, 1.0)], [(0.89, 0.0)], limit=64) is None
+
+
+def test_cli_says_when_no_bands_rows_satisfy_and_finds_them_when_some_do(capsys):
+    from gpupipe.cli import main
+
+    assert main(["minhash-params", "--at-least", "0.8:0.95", "--at-most", "0.5:0.05", "--num-perm", "128"]) == 1
+    out = capsys.readouterr().out
+    assert "no bands x rows with b*r <= 128 permutations satisfies P(0.8) >= 0.95 and P(0.5) <= 0.05" in out
+    assert "fewest permutations that satisfy it: 189 (21 x 9)" in out
+    assert main(["minhash-params", "--exercise", "--num-perm", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "6 bands x rows within 256 permutations satisfy" in out and "21x9" in out and "26x9" in out
+    chosen = re.search(r"bands x rows\s+(\d+) x (\d+)", out)
+    assert (int(chosen[1]), int(chosen[2])) in lsh.solve_exercise(256, **EXERCISE)
+
+
+def test_cli_refuses_a_bad_constraint_before_any_work(capsys):
+    from gpupipe.cli import main
+
+    for bad in ("0.8", "0.8:1.5", "x:0.9"):
+        with pytest.raises(SystemExit) as e:
+            main(["minhash-params", "--at-least", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "SIMILARITY:PROBABILITY" in err or "[0, 1]" in err
