@@ -83,6 +83,45 @@ def read_texts(path: str | os.PathLike, text_field: str = "text") -> tuple[list[
         return [line.rstrip("\r\n") for line in f if line.strip()], 0
 
 
+def reference_languages(path: str | os.PathLike, text_field: str = "text") -> list[str | None]:
+    """The `lang` of each document read_texts gives (None where a record has none, and for plain text)."""
+    from gpupipe.io.readers import iter_records
+    from gpupipe.io.records import detect_format
+
+    try:
+        fmt = detect_format(path)
+    except ValueError:
+        fmt = "text"
+    if fmt not in ("jsonl", "parquet"):
+        return [None] * len(read_texts(path, text_field)[0])
+    return [item.get("lang") if isinstance(item.get("lang"), str) else None
+            for item in iter_records(path, fmt, text_field=text_field) if isinstance(item, dict)]
+
+
+BUCKET_MIN_DOCS = 10   # a language needs this many scored reference documents for cut points of its own
+
+
+def bucket_cutoffs(model, texts: list[str], langs: list[str | None],
+                   percentiles: tuple[float, float]) -> dict[str, tuple[float, float]]:
+    """CCNet's cut points: the given percentiles of the reference's perplexities, per language (`lang` of the
+    reference records, where a language has BUCKET_MIN_DOCS scored documents) and over all (`default`)."""
+    pp = np.array([doc_perplexity(model, t) for t in texts], dtype=np.float64)
+    lang = np.array([x if x is not None else "" for x in langs], dtype=object)
+    scored = ~np.isnan(pp)
+    if not scored.any():
+        raise ValueError("the perplexity reference sample has no scorable document")
+
+    def cuts(sel):
+        return tuple(round(float(np.percentile(pp[sel], q)), 2) for q in percentiles)
+
+    out = {"default": cuts(scored)}
+    for code in sorted({x for x in lang if x}):
+        sel = scored & (lang == code)
+        if sel.sum() >= BUCKET_MIN_DOCS:
+            out[code] = cuts(sel)
+    return out
+
+
 def _open_text(path):
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
@@ -442,7 +481,8 @@ class PerplexityConfig(Strict):
     # `perplexity_bucket`: head below the first cut point, middle below the second, tail from it; `all` (CCNet's
     # word) where a document is unscored or its language has no cut points. The cut points are `bucket_cutoffs`
     # (absolute perplexities per `lang`, `default` for the rest: CCNet's cutoff.csv holds them per language) or,
-    # when those are not given, the `bucket_percentiles` of the `reference` sample (CCNet's PerplexityBucket: 30, 60).
+    # when those are not given, the `bucket_percentiles` of the `reference` sample (CCNet's PerplexityBucket: 30, 60),
+    # per language where the reference records carry `lang` (BUCKET_MIN_DOCS of a language), and over all.
     bucket_cutoffs: dict[str, tuple[float, float]] | None = None
     bucket_percentiles: tuple[float, float] | None = (30.0, 60.0)
     keep_buckets: list[Literal["head", "middle", "tail"]] | None = None   # e.g. [head, middle]: the others go
@@ -507,8 +547,8 @@ class PerplexityFilter(MapStage):
                 self.min_perplexity = round(lo, 2) if c.low_percentile is not None else self.min_perplexity
                 self.max_perplexity = round(hi, 2) if c.high_percentile is not None else self.max_perplexity
             if c.buckets_from() == "reference":
-                head, tail = perplexity_cutoffs(self._model, texts, *c.bucket_percentiles)
-                self.bucket_cuts = {"default": (round(head, 2), round(tail, 2))}
+                langs = reference_languages(c.reference, c.reference_text_field)
+                self.bucket_cuts = bucket_cutoffs(self._model, texts, langs, c.bucket_percentiles)
 
     def _buckets(self, df: pd.DataFrame, pp: np.ndarray) -> list[str]:
         """CCNet's get_bucket: head below the first cut point, middle below the second, else tail; `all` where

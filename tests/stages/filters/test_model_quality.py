@@ -429,3 +429,26 @@ def test_bucket_cutoffs_per_language_and_keep_buckets(arpa):
     assert stats.docs_in == stats.docs_out + sum(stats.removed.values())
     no_cuts = perplexity_stage(model=arpa).run_partition(df)[0]
     assert set(no_cuts["perplexity_bucket"]) == {"all"}
+
+
+@needs_kenlm
+def test_bucket_percentiles_per_language_of_the_reference(arpa, tmp_path):
+    """CCNet's cut points are per language: a reference whose records carry `lang` gives each language with
+    BUCKET_MIN_DOCS documents its own pair, and `default` (all documents) for the others."""
+    from gpupipe.stages.filters.model_quality import BUCKET_MIN_DOCS
+
+    en = ["the cat", "the cat\nthe", "the", "cat"] * 3            # low perplexities
+    zh = ["cat the", "the dog cat", "cat the\ncat"] * 4            # higher ones
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text("".join(json.dumps({"text": t, "lang": lang}) + "\n"
+                           for lang, texts in (("en", en), ("zh", zh)) for t in texts)
+                   + json.dumps({"text": "the cat", "lang": "fr"}) + "\n")
+    assert len(en) >= BUCKET_MIN_DOCS and len(zh) >= BUCKET_MIN_DOCS
+    stage = perplexity_stage(model=arpa, reference=str(ref))
+    by_hand = lambda texts: tuple(np.percentile([pp(*t.lower().split("\n")) for t in texts], q) for q in (30, 60))  # noqa: E731
+    assert stage.bucket_cuts["en"] == pytest.approx(by_hand(en), abs=0.006)
+    assert stage.bucket_cuts["zh"] == pytest.approx(by_hand(zh), abs=0.006)
+    assert stage.bucket_cuts["default"] == pytest.approx(by_hand(en + zh + ["the cat"]), abs=0.006)
+    assert "fr" not in stage.bucket_cuts                          # one document: the default pair applies
+    kept = stage.run_partition(frame(["cat the", "cat the"], lang=["en", "zh"]))[0]
+    assert kept["perplexity_bucket"].tolist() == ["tail", "middle" if pp("cat the") < by_hand(zh)[1] else "tail"]
