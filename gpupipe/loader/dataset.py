@@ -149,6 +149,9 @@ class ShardDataset(IterableDataset):
         self._start = 0  # global position where the next pass begins
         self._base = 0   # blocks of this epoch this rank had consumed at _start
         self._mmaps: dict[int, np.ndarray] = {}
+        # (epoch, start, base) in shared memory, read by every pass in the workers: with persistent workers the
+        # workers keep the copy of the dataset they started with, so the pass's order comes through this instead
+        self._shared: torch.Tensor | None = None
 
     @property
     def _cached(self) -> bool:
@@ -259,9 +262,23 @@ class ShardDataset(IterableDataset):
             item["block_id"] = block_id
         return item
 
+    def share_pass_state(self) -> None:
+        """Keep the next pass's (epoch, start, base) in shared memory (before worker processes start), so that
+        workers that live across passes (DataLoader persistent_workers=True) read each pass's from there."""
+        if self._shared is None:
+            self._shared = torch.zeros(3, dtype=torch.int64).share_memory_()
+        self.publish_pass_state()
+
+    def publish_pass_state(self) -> None:
+        """Write the next pass's (epoch, start, base) where persistent workers read it (share_pass_state)."""
+        if self._shared is not None:
+            self._shared.copy_(torch.tensor([self.epoch, self._start, self._base], dtype=torch.int64))
+
     def __iter__(self):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self._shared is not None and info is not None:   # a worker: this pass's state, not the one it began with
+            self.epoch, self._start, self._base = (int(v) for v in self._shared.tolist())
         order = self._order()
         for positions in self._split().worker_chunks(worker, workers, self.batch_size or 1):
             for block_id in order.blocks(positions).tolist():
@@ -315,12 +332,23 @@ class ResumableLoader:
     Iterating yields the rest of the current epoch; when it runs out, the epoch advances. A
     `break` leaves the count where the loop stopped, so iterating again (or a state dict)
     continues from there, not from where the workers had prefetched. Workers are not
-    persistent: they must pick up each pass's epoch and start.
+    persistent by default; with `persistent_workers=True` (seed 000 §18.17's DataLoader settings) one DataLoader
+    and its worker processes serve every pass, each pass's epoch and resume point reaching the workers through
+    shared memory (ShardDataset.share_pass_state): the same batches as without, each epoch its own order, a break
+    or a state dict resumed exactly (the DataLoader's reset discards what the workers had prefetched).
     """
 
     def __init__(self, dataset: ShardDataset, batch_size: int | None = None, **dataloader_kwargs):
-        if dataloader_kwargs.get("persistent_workers"):
-            raise ValueError("persistent_workers=True would keep stale epochs and resume points in the workers")
+        shuffle = dataloader_kwargs.pop("shuffle", None)   # seed 000 §18.17 passes it: the dataset's own setting
+        if shuffle is not None and bool(shuffle) != dataset.shuffle:
+            raise ValueError(f"shuffle={shuffle} but the dataset's shuffle is {dataset.shuffle}: the order is the "
+                             f"dataset's (ShardDataset(shuffle=...)); a DataLoader cannot shuffle an iterable dataset")
+        self._persistent = bool(dataloader_kwargs.get("persistent_workers"))
+        if self._persistent and not dataloader_kwargs.get("num_workers"):
+            raise ValueError("persistent_workers=True needs num_workers > 0 (torch's DataLoader says the same)")
+        if self._persistent:
+            dataset.share_pass_state()
+        self._loader: DataLoader | None = None
         if dataloader_kwargs.get("in_order") is False:
             raise ValueError("in_order=False breaks the worker rotation the order relies on")
         if dataset.batch_size not in (None, batch_size):
@@ -348,11 +376,20 @@ class ResumableLoader:
         n, b = len(self.dataset), self.batch_size or 1
         return n // b if self._kwargs.get("drop_last") else math.ceil(n / b)
 
+    def _data_loader(self) -> DataLoader:
+        """A new DataLoader per pass; with persistent workers one for all passes (its workers stay up)."""
+        if not self._persistent:
+            return DataLoader(self.dataset, batch_size=self.batch_size, **self._kwargs)
+        if self._loader is None:
+            self._loader = DataLoader(self.dataset, batch_size=self.batch_size, **self._kwargs)
+        return self._loader
+
     def __iter__(self):
         ds = self.dataset
         ds._rebase(self._consumed)
+        ds.publish_pass_state()   # before the DataLoader's (re)start sends the workers into the next pass
         epoch = ds.epoch
-        for batch in DataLoader(ds, batch_size=self.batch_size, **self._kwargs):
+        for batch in self._data_loader():
             self._consumed += self._count(batch)
             yield batch
         self.set_epoch(epoch + 1)  # ran out (a break never gets here): the epoch is done

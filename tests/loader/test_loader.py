@@ -22,7 +22,8 @@ from gpupipe.tokens.packing import write_parquet_shards  # noqa: E402
 from tests.helpers import ROOT as REPO
 
 EOS = 0
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+              pytest.mark.filterwarnings("ignore:.*pin_memory.*:UserWarning")]
 
 
 def write_shards(out_dir, docs, *, seq_len, dtype=np.uint16, blocks_per_shard=7, vocab_size=1000,
@@ -361,3 +362,75 @@ def test_imports_stay_light():
             "print(sorted(k for k in ('torch', 'cupy', 'pydantic', 'yaml') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+# -- persistent workers (seed 000 §18.17's DataLoader settings, #35 part 7) ----------------------------------------
+
+SEED_000_SETTINGS = {"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True}
+
+
+def passes(loader, n: int) -> list[list[int]]:
+    return [block_ids(loader) for _ in range(n)]
+
+
+def test_persistent_workers_give_every_epoch_its_own_order_on_the_same_workers(shards):
+    plain = ResumableLoader(dataset(shards), batch_size=4, num_workers=2)
+    loader = ResumableLoader(dataset(shards), batch_size=4, **SEED_000_SETTINGS)
+    expected = passes(plain, 3)
+    got = [block_ids(loader)]
+    workers = [w.pid for w in loader._loader._iterator._workers]
+    got += passes(loader, 2)
+    assert got == expected and loader.epoch == 3
+    assert len({tuple(e) for e in got}) == 3 and all(sorted(e) == sorted(got[0]) for e in got)
+    assert [w.pid for w in loader._loader._iterator._workers] == workers   # the same processes served them all
+    loader.set_epoch(7)
+    seven = dataset(shards)
+    seven.set_epoch(7)
+    assert block_ids(loader) == seven.rank_blocks().tolist()
+
+
+def test_persistent_workers_resume_exactly_after_a_break_and_from_a_state_dict(shards):
+    loader = ResumableLoader(dataset(shards, rank=1, world_size=2), batch_size=3, **SEED_000_SETTINGS)
+    full = loader.dataset.rank_blocks().tolist()
+    got = []
+    for i, batch in enumerate(loader):
+        got += block_ids([batch])
+        if i == 3:
+            break
+    state = loader.state_dict()
+    for i, batch in enumerate(loader):   # the same workers, which had prefetched further: continues after 4 batches
+        got += block_ids([batch])
+        if i == 1:
+            break
+    assert got == full[:18]
+    resumed = ResumableLoader(dataset(shards, rank=1, world_size=2), batch_size=3, **SEED_000_SETTINGS)
+    resumed.load_state_dict(state)
+    assert block_ids(resumed) == full[12:]
+    assert resumed.epoch == 1
+    nxt = dataset(shards, rank=1, world_size=2)
+    nxt.set_epoch(1)
+    assert block_ids(resumed) == nxt.rank_blocks().tolist()
+
+
+def test_seed_000_settings_as_written(shards):
+    """Seed 000 §18.17: batch_size=32, shuffle=True, num_workers=8, pin_memory=True, prefetch_factor=4,
+    persistent_workers=True."""
+    settings = dict(batch_size=32, shuffle=True, num_workers=8, pin_memory=True, prefetch_factor=4,
+                    persistent_workers=True)
+    loader = ResumableLoader(dataset(shards), **settings)
+    plain = ResumableLoader(dataset(shards), batch_size=32, num_workers=2)
+    assert passes(loader, 2) == passes(plain, 2)
+    with pytest.raises(ValueError, match="the dataset's shuffle"):
+        ResumableLoader(dataset(shards, shuffle=False), **settings)
+
+
+def test_persistent_workers_without_workers_are_refused(shards):
+    with pytest.raises(ValueError, match="num_workers > 0"):
+        ResumableLoader(dataset(shards), batch_size=4, persistent_workers=True)
+
+
+def test_persistent_spawned_workers_read_each_pass_from_shared_memory(shards):
+    """Spawned workers get the dataset pickled: the pass state crosses as shared memory, not as a copy."""
+    plain = ResumableLoader(dataset(shards), batch_size=4, num_workers=2)
+    loader = ResumableLoader(dataset(shards), batch_size=4, multiprocessing_context="spawn", **SEED_000_SETTINGS)
+    assert passes(loader, 2) == passes(plain, 2)

@@ -36,18 +36,12 @@ from gpupipe.tokens import tiktoken_bpe
 from gpupipe.tokens.tiktoken_bpe import ENCODINGS
 from gpupipe.tokens.unigram import UNK_TOKEN, sentencepiece_module, train_unigram
 from gpupipe.tokens.tokenizer import (BYTE_ALPHABET_SIZE, EOS_TOKEN, _tokenizer_path, encode_batch_flat,
-                                      encoder_info, eos_id, load_tokenizer, save_tokenizer, train_byte_level_bpe)
+                                      encoder_info, eos_id, id_space, load_tokenizer, save_tokenizer,
+                                      train_byte_level_bpe)
 
 
 
-VOCAB_WARN_BELOW = 32768   # seed 000 §18.13 / seed 002: a pretraining vocabulary is 32K to 256K tokens
-_warned: set[tuple] = set()
-
-
-def _warn_once(key: tuple, message: str) -> None:
-    if key not in _warned:   # a stage config is validated several times per run: one warning
-        _warned.add(key)
-        logging.getLogger("gpupipe").warning(message)
+VOCAB_WARN_BELOW = 32768   # a pretraining vocabulary is 32K to 256K tokens: a smaller one warns (#35)
 
 
 class TokenizeConfig(Strict):
@@ -102,9 +96,6 @@ class TokenizeConfig(Strict):
             if not self.has_token(self.eos_token):
                 raise KeyProblem("eos_token", f"{self.eos_token!r} is not a special token of {self.tiktoken} "
                                               f"({sorted(ENCODINGS[self.tiktoken].special_tokens)})")
-            if not published:
-                size = len(tiktoken_bpe.read_ranks(path)) + len(ENCODINGS[self.tiktoken].special_tokens)
-                self._warn_small(size, f"{path} ({self.tiktoken}'s pattern)")
             return self
         if self.tokenizer is not None:
             try:
@@ -113,7 +104,6 @@ class TokenizeConfig(Strict):
                 raise KeyProblem("tokenizer", str(e)) from None
             if not self.has_token(self.eos_token):
                 raise KeyProblem("eos_token", f"{self.eos_token!r} is not in the vocabulary of {self.tokenizer}")
-            self._warn_small(len(_loaded_vocab(self.tokenizer)), self.tokenizer)
             return self
         repeated = sorted({t for t in self.special_tokens if self.special_tokens.count(t) > 1})
         if repeated or "" in self.special_tokens:
@@ -132,14 +122,7 @@ class TokenizeConfig(Strict):
                 sentencepiece_module()
             except ImportError as e:
                 raise KeyProblem("model", str(e)) from None
-        self._warn_small(self.vocab_size, "vocab_size")
         return self
-
-    def _warn_small(self, size: int, what: str) -> None:
-        if size < VOCAB_WARN_BELOW:
-            _warn_once(("vocab", what, size),
-                       f"tokenize: a vocabulary of {size} tokens ({what}) is under 32K: fine for a test run, small "
-                       f"for pretraining (32K-256K is usual; seed 000 §18.13)")
 
     def has_token(self, token: str) -> bool:
         """Whether `token` is in the vocabulary this stage trains (its special tokens) or loads."""
@@ -269,6 +252,16 @@ def token_count_bins(token_count: np.ndarray) -> Counter:
 
 
 def train_phase(stage: Tokenize, run: PhaseRun) -> None:
+    _train(stage, run)
+    size = id_space(load_tokenizer(run.dir.tokenizer))
+    if size < VOCAB_WARN_BELOW:   # in the run's log and the stage's stats (not at config time: one error line there)
+        logging.getLogger("gpupipe").warning(
+            "tokenize: a vocabulary of %d tokens is under 32K: fine for a test run, small for pretraining (32K to "
+            "256K is usual)", size)
+        run.extra["vocabulary_under_32k"] = 1
+
+
+def _train(stage: Tokenize, run: PhaseRun) -> None:
     path = run.dir.tokenizer
     path.parent.mkdir(parents=True, exist_ok=True)
     cfg = stage.config

@@ -172,6 +172,7 @@ def test_unigram_tokenizer_trains_in_a_run_and_is_reproducible(tmp_path, caplog)
     assert (one / "shards" / "shard-00000.bin").read_bytes() == (many / "shards" / "shard-00000.bin").read_bytes()
     stats = json.loads((one / "stats.json").read_text())["stages"][2]
     assert stats["extra"]["trained_unigram_with_sentencepiece"] == 1
+    assert stats["extra"]["vocabulary_under_32k"] == 1
     t = load_tokenizer(path)
     assert json.loads(t.to_str())["model"]["type"] == "Unigram" and t.token_to_id("<0xE4>") is not None
     m, stream = shard_stream(one)
