@@ -135,6 +135,9 @@ def test_every_storage_retry_of_a_run_is_in_its_stats_and_dashboards(tmp_path, q
     assert sum(h["retries"] for h in health) == in_stages <= srv.dropped
     on_disk = json.loads((tmp_path / "run" / "stats.json").read_text())
     assert on_disk["retries"] == result["retries"]
+    from gpupipe.report.metrics import prometheus_text
+
+    assert f'gpupipe_run_retries{{run="run",type="storage"}} {srv.dropped}' in prometheus_text(result, "run")
 
 
 def _die_once(x, marker_dir):

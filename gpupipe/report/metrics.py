@@ -219,6 +219,10 @@ def prometheus_text(stats: dict[str, Any], run_name: str) -> str:
     p.add("gpupipe_run_seconds", "gauge", "Wall time of the whole run.", stats["seconds"])
     p.add("gpupipe_run_input_records", "gauge", "Input records read.", stats["input_records"])
     p.add("gpupipe_run_output_documents", "gauge", "Documents out of the last stage.", stats["output_docs"])
+    for kind, n in (stats.get("retries") or {}).items():
+        if kind != "total":
+            p.add("gpupipe_run_retries", "gauge", "Retries of the run by type (storage, task, judge, fetch).", n,
+                  type=kind)
     health = {h["name"] + str(i): h for i, h in enumerate(m.get("stages", []))}
     for i, s in enumerate(stats["stages"]):
         lab = {"stage": s["name"], "position": f"{i:02d}"}
