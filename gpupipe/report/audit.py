@@ -21,6 +21,7 @@ so the sample depends on the seed and the counts, not on the partitioning.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import sys
@@ -199,6 +200,7 @@ def write_samples(run_dir: str | os.PathLike, size: int = SAMPLE_SIZE, seed: int
     index_path = out / "index.json"
     old = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {}
     index: dict[str, Any] = {"seed": seed, "size": size, "stages": {}}
+    todo = []
     for folder in audit_stage_folders(run):
         key = _stage_key(folder)
         prev = old.get("stages", {}).get(folder.name)
@@ -207,9 +209,18 @@ def write_samples(run_dir: str | os.PathLike, size: int = SAMPLE_SIZE, seed: int
                 and old.get("size") == size:
             index["stages"][folder.name] = prev
             continue
+        index["stages"][folder.name] = None    # the stages' order, filled in below
+        todo.append((folder, key, file))
+
+    def draw(job) -> None:
+        folder, key, file = job
         samples, info = draw_sample(folder, size, seed)
         atomic_write_text(file, "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))
         index["stages"][folder.name] = {"key": key, "file": file.name, **info}
+
+    # one stage folder a thread: most of a draw is Parquet decoding, which runs without the GIL
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 1, 4))) as pool:
+        list(pool.map(draw, todo))
     atomic_write_text(index_path, json.dumps(index, indent=2) + "\n")
     return index
 
