@@ -17,6 +17,7 @@ bound), so a read task holds at most a partition of documents plus about one max
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -192,13 +193,19 @@ def _record_row(rec: dict[str, Any], file_no: int, record_no: int, source: str, 
     row["doc_index"] = (file_no << RECORD_BITS) | record_no
     row.setdefault("source", source)
     row["source"] = row["source"] if isinstance(row["source"], str) and row["source"] else source
-    found = _CRAWL_IN_PATH.search(path)
     own = row.get("crawl_id")
-    row["crawl_id"] = crawl_id or (own if isinstance(own, str) and own else None) or (found and found.group(0))
+    row["crawl_id"] = crawl_id or (own if isinstance(own, str) and own else None) or _crawl_in_path(path)
     row["extracted_at"] = extracted_at(row)
     text = row.get("text")
     row["content_length"] = len(text) if isinstance(text, str) else None
     return row
+
+
+@functools.lru_cache(maxsize=64)
+def _crawl_in_path(path: str) -> str | None:
+    """The CC-MAIN-YYYY-WW in an input's path (once per file, not per record)."""
+    found = _CRAWL_IN_PATH.search(path)
+    return found.group(0) if found else None
 
 
 def extracted_at(row: dict[str, Any]) -> str | None:
