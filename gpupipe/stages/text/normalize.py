@@ -84,12 +84,25 @@ def fix_mojibake_array(arr: pa.Array) -> pa.Array:
     return pc.replace_with_mask(arr, flagged, pa.array(fixed, type=arr.type))
 
 
+def clean_lines(arr: pa.Array) -> pa.Array:
+    """The regex passes of `normalize_array` (keep_paragraphs off) in one kernel pass (kernels/whitespace.py);
+    the same type as `arr` back."""
+    from gpupipe.kernels.strings import arrow_buffers
+    from gpupipe.kernels.whitespace import clean_whitespace
+
+    data, offsets = clean_whitespace(*arrow_buffers(arr))
+    out = pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(offsets), pa.py_buffer(data))
+    return out if arr.type == out.type else out.cast(arr.type)
+
+
 def normalize_array(arr: pa.Array, form: str = "NFC", keep_paragraphs: bool = False,
                     fix_mojibake: bool = False) -> pa.Array:
     if fix_mojibake:
         arr = fix_mojibake_array(arr)
     if form != "none":
         arr = pc.utf8_normalize(arr, form)
+    if not keep_paragraphs and not arr.null_count:
+        return clean_lines(arr)
     arr = pc.replace_substring_regex(arr, r"\r\n?", "\n")
     arr = pc.replace_substring_regex(arr, _CONTROL, "")
     arr = pc.replace_substring_regex(arr, _SPACE_RUN, " ")
