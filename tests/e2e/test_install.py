@@ -89,7 +89,7 @@ def test_base_dependencies_name_no_source_only_package():
 def test_package_data_ships_the_model_and_its_licence():
     setuptools = _pyproject()["tool"]["setuptools"]
     assert "gpupipe.data" in setuptools["packages"]
-    assert {"lid.176.ftz", "NOTICE"} <= set(setuptools["package-data"]["gpupipe.data"])
+    assert {"lid.176.ftz", "NOTICE", "nsfw_keywords.txt"} <= set(setuptools["package-data"]["gpupipe.data"])
 
 
 # Linux x86_64 and aarch64 (the promise), macOS arm64 and x86_64, Windows: each gets exactly one fastText build.

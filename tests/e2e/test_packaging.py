@@ -22,6 +22,7 @@ def test_wheel_has_kernels_and_cuda_sources(tmp_path):
     assert "gpupipe/kernels/text_hash.py" in names
     # the langid stage's default model and its licence notice (CC BY-SA 3.0) travel as package data
     assert {"gpupipe/data/lid.176.ftz", "gpupipe/data/NOTICE", "gpupipe/data/__init__.py"} <= set(names)
+    assert "gpupipe/data/nsfw_keywords.txt" in names   # nsfw_filter's default keyword list
     assert zipfile.ZipFile(wheel).getinfo("gpupipe/data/lid.176.ftz").file_size == 938_013
     sources = {str(p.relative_to(ROOT)) for p in (ROOT / "gpupipe").rglob("*.py") if "__pycache__" not in p.parts}
     assert sources - set(names) == set(), "packages missing from pyproject's [tool.setuptools] packages"
