@@ -56,7 +56,8 @@ def main() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from gpupipe.kernels import fasttext_model, minhash, ngram_hash, repetition, script_share, text_hash
+    from gpupipe.kernels import (fasttext_model, minhash, ngram_hash, repetition, script_share, symbol_counts,
+                                 text_hash, whitespace)
     from gpupipe.kernels.strings import arrow_buffers
     from gpupipe.stages.filters.langid import default_model_path
 
@@ -73,6 +74,8 @@ def main() -> None:
     doc = np.arange(len(texts), dtype=np.int64)
     cases = {
         "quality_counts": lambda: repetition.quality_counts(data, offsets),
+        "symbol_counts": lambda: symbol_counts.symbol_counts(data, offsets),
+        "clean_whitespace": lambda: whitespace.clean_whitespace(data, offsets),
         "fasttext predict": lambda: model.predict_buffers(data, offsets, newline_is_space=True),
         "text_hash": lambda: text_hash.text_hash_cpu(data, offsets),
         "script_counts": lambda: ngram_hash.script_counts_cpu(data, offsets),
