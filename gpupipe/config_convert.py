@@ -222,10 +222,14 @@ def _output(r: _Reader, s: dict, at: str) -> list[dict]:
     items: list[dict] = []
     if "format" in s:
         fmt = s.pop("format")
-        if fmt != "parquet":
+        if fmt == "jsonl":
+            r.note(f"{at}.format", "jsonl: stages write Parquet parts; `gpupipe export RUN --format jsonl --out FILE` "
+                                   "writes the curated documents as seed 002's JSON Lines")
+        elif fmt != "parquet":
             raise ConfigError(f"{r.where}: key '{at}.format': {fmt!r}: gpupipe's stages write Parquet parts "
-                              "(`gpupipe export` writes other formats)")
-        r.note(f"{at}.format", "parquet: every stage's parts are Parquet")
+                              "(`gpupipe export --format jsonl` writes JSON Lines)")
+        else:
+            r.note(f"{at}.format", "parquet: every stage's parts are Parquet")
     if "compression" in s:
         comp = s.pop("compression")
         r.note(f"{at}.compression", f"{comp}: ignored, parts are always zstd-compressed (io/parts.py)"
@@ -234,6 +238,10 @@ def _output(r: _Reader, s: dict, at: str) -> list[dict]:
         tok = s.pop("tokenizer")
         if tok is None:
             r.note(f"{at}.tokenizer", "null: no tokenize stage (curated text is the output)")
+        elif tok in ("cl100k_base", "o200k_base"):   # a tiktoken encoding (gpupipe/tokens/tiktoken_bpe.py)
+            items.append({"tokenize": {"tokenizer": tok}})
+            r.note(f"{at}.tokenizer", f"→ tokenize: tokenizer {tok} (tiktoken's; its BPE file from tiktoken_file or "
+                                      "TIKTOKEN_CACHE_DIR, never downloaded)")
         else:
             found = r.find(tok)
             if found:

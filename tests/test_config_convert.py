@@ -150,3 +150,14 @@ def test_convert_reads_the_file_as_run_does(tmp_path):
     f.write_text("pipeline: {}\npipeline: {}\nstages: {}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="pipeline"):
         convert_main(str(f))
+
+
+def test_jsonl_output_and_a_tiktoken_tokenizer_map_to_export_and_tokenize():
+    raw = yaml.safe_load(TEMPLATE)
+    raw["stages"]["output"].update(format="jsonl", tokenizer="cl100k_base")
+    cfg, notes = from_template(raw, "t.yaml")
+    assert cfg["stages"][-1] == {"tokenize": {"tokenizer": "cl100k_base"}}
+    assert any("gpupipe export RUN --format jsonl" in n for n in notes)
+    raw["stages"]["output"]["format"] = "csv"
+    with pytest.raises(ConfigError, match="export --format jsonl"):
+        from_template(raw, "t.yaml")
