@@ -12,17 +12,16 @@ int32/int64; see kernels/strings.py), equal to these Arrow calls in this order:
 
 As a state machine: removed characters are invisible, a space or line break is held until a visible character
 follows (so none trails), and none is written before the first visible one. Four regex passes of RE2 become one
-parallel pass (numba threads, no GIL): the station's cost was almost all theirs.
+pass without the GIL, serial: the station runs it on slices in threads (columns.map_slices), which numba's
+workqueue threading layer could not do with a parallel kernel.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import prange
 
 from ._jit import njit
-from .minhash import _chunk_bounds, _utf8_len
+from .minhash import _utf8_len
 
 KEEP, DROP, SPACE, NEWLINE, CR = range(5)
 
@@ -61,75 +60,57 @@ def _kind(data, i, n):
     return KEEP
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _clean_chunks(data, offsets, bounds, out, lengths):
-    base = np.int64(offsets[0])
-    for c in prange(bounds.shape[0] - 1):
-        for d in range(bounds[c], bounds[c + 1]):
-            i, end = np.int64(offsets[d]), np.int64(offsets[d + 1])
-            w0 = i - base                  # this document's bytes go where its input was: output never grows
-            w = w0
-            space = newline = skip = False  # held space, held line break, after a line break
-            while i < end:
-                n = _utf8_len(data, i, end)
-                if n == 0:                 # a malformed byte (Arrow strings are valid UTF-8): kept as it is
-                    n = 1
-                    kind = KEEP
-                else:
-                    kind = _kind(data, i, n)
-                if kind == CR:
-                    if i + 1 < end and data[i + 1] == 10:
-                        n = 2
-                    kind = NEWLINE
-                if kind == KEEP:
-                    if w > w0:
-                        if newline:
-                            out[w] = 10
-                            w += 1
-                        elif space:
-                            out[w] = 32
-                            w += 1
-                    for k in range(n):
-                        out[w + k] = data[i + k]
-                    w += n
-                    space = newline = skip = False
-                elif kind == SPACE:
-                    if not skip:
-                        space = True
-                elif kind == NEWLINE:
-                    newline = skip = True
-                    space = False
-                i += n
-            lengths[d] = w - w0
+@njit(cache=True, nogil=True)
+def _clean(data, offsets, out, new_offsets):
+    """Every document's output written after the previous one's (never longer than its input)."""
+    w = 0
+    for d in range(offsets.shape[0] - 1):
+        i, end = np.int64(offsets[d]), np.int64(offsets[d + 1])
+        w0 = w
+        space = newline = skip = False  # held space, held line break, after a line break
+        while i < end:
+            n = _utf8_len(data, i, end)
+            if n == 0:                 # a malformed byte (Arrow strings are valid UTF-8): kept as it is
+                n = 1
+                kind = KEEP
+            else:
+                kind = _kind(data, i, n)
+            if kind == CR:
+                if i + 1 < end and data[i + 1] == 10:
+                    n = 2
+                kind = NEWLINE
+            if kind == KEEP:
+                if w > w0:
+                    if newline:
+                        out[w] = 10
+                        w += 1
+                    elif space:
+                        out[w] = 32
+                        w += 1
+                for k in range(n):
+                    out[w + k] = data[i + k]
+                w += n
+                space = newline = skip = False
+            elif kind == SPACE:
+                if not skip:
+                    space = True
+            elif kind == NEWLINE:
+                newline = skip = True
+                space = False
+            i += n
+        new_offsets[d + 1] = w
 
 
 def clean_whitespace(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(data, int64 offsets) of every document with the rules of the module docstring applied."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
     offsets = np.ascontiguousarray(offsets)
-    n = len(offsets) - 1
-    start = int(offsets[0]) if n >= 0 else 0
-    out = np.empty(max(int(offsets[-1]) - start, 0) if n >= 0 else 0, np.uint8)
-    lengths = np.zeros(max(n, 0), np.int64)
-    if n > 0:
-        _clean_chunks(data, offsets, _chunk_bounds(offsets, 16 * numba.get_num_threads()), out, lengths)
-    new_offsets = np.zeros(max(n, 0) + 1, np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    packed = np.empty(int(new_offsets[-1]), np.uint8)
-    if n > 0:
-        _pack(out, offsets, new_offsets, _chunk_bounds(new_offsets, 16 * numba.get_num_threads()), packed)
-    return packed, new_offsets
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _pack(out, offsets, new_offsets, bounds, packed):
-    """Each document's written bytes (at its input position in `out`) moved to its place in `packed`."""
-    base = np.int64(offsets[0])
-    for c in prange(bounds.shape[0] - 1):
-        for d in range(bounds[c], bounds[c + 1]):
-            src = np.int64(offsets[d]) - base
-            for k in range(new_offsets[d + 1] - new_offsets[d]):
-                packed[new_offsets[d] + k] = out[src + k]
+    n = max(len(offsets) - 1, 0)
+    out = np.empty(int(offsets[-1]) - int(offsets[0]) if n else 0, np.uint8)
+    new_offsets = np.zeros(n + 1, np.int64)
+    if n:
+        _clean(data, offsets, out, new_offsets)
+    return out[:new_offsets[-1]], new_offsets
 
 
 __all__ = ["clean_whitespace"]
