@@ -12,7 +12,10 @@ Counted per document (columns of the result, named in ``COUNTS``):
 - tokens (``[A-Za-z_][A-Za-z0-9_]*``): all, those in ``keywords`` (case-sensitive, as 64-bit FNV-1a hashes, sorted),
   those whose lowercase form is in ``stop_words`` (same hashing of the lowercased bytes), identifier-shaped ones
   (an ``_`` inside, a lowercase letter followed by an uppercase one, or a digit after a letter), tokens followed
-  at once by ``(`` (calls) and by ``.`` and a letter (attribute access).
+  at once by ``(`` (calls) and by ``.`` and a letter (attribute access);
+- lines again: prose lines (6+ tokens, 2+ of them stop words), lines without indentation, those of them that are
+  prose lines, rules (3+ of one character of ``= - ^ ~ * # _ +`` alone: reST underlines, Markdown rules) and
+  code-block openers (ending in ``::``, or starting with a code fence ``````` ``).
 
 gpupipe/stages/filters/code_detect.py turns these counts into ratios and the ratios into a probability of code.
 """
@@ -31,11 +34,13 @@ COUNTS = ("lines", "blank", "indented", "deep_indent", "hash_line", "slash_line"
           "end_nonascii", "end_other",
           "nonspace", "letters", "digits", "nonascii", "braces", "brackets", "parens", "semi", "eq", "underscore",
           "angle", "ops", "quotes", "period", "comma", "ops2",
-          "tokens", "keywords", "stop_words", "ident_like", "calls", "attr")
+          "tokens", "keywords", "stop_words", "ident_like", "calls", "attr",
+          "prose_lines", "flat_lines", "flat_prose_lines", "rule_lines", "block_intro")
 (LINES, BLANK, INDENTED, DEEP_INDENT, HASH_LINE, SLASH_LINE, BULLET_LINE, PROMPT_LINE,
  END_SEMIBRACE, END_COLON, END_CLOSE, END_OPEN, END_PERIOD, END_WORD, END_QUOTE, END_NONASCII, END_OTHER,
  NONSPACE, LETTERS, DIGITS, NONASCII, BRACES, BRACKETS, PARENS, SEMI, EQ, UNDERSCORE, ANGLE, OPS, QUOTES, PERIOD,
- COMMA, OPS2, TOKENS, KEYWORDS, STOP_WORDS, IDENT_LIKE, CALLS, ATTR) = range(len(COUNTS))
+ COMMA, OPS2, TOKENS, KEYWORDS, STOP_WORDS, IDENT_LIKE, CALLS, ATTR,
+ PROSE_LINES, FLAT_LINES, FLAT_PROSE_LINES, RULE_LINES, BLOCK_INTRO) = range(len(COUNTS))
 
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
@@ -106,15 +111,24 @@ def _scan(data, start, end, keywords, stop_words, out):
     hl = np.uint64(FNV_OFFSET)
     shaped = False
     prev = 0
+    last2 = -1                # the non-space byte before `last` on the line
+    first = -1                # the line's first non-space byte
+    uniform = True            # every non-space byte of the line is `first`
+    width = 0                 # the line's non-space bytes
+    fence = False             # the line starts with ```
+    line_tok = 0
+    line_stop = 0
     i = start
     while i <= end:
         b = np.int64(data[i]) if i < end else 10          # the sample ends a line and a token
         if in_tok and not _is_ident(b):
             out[TOKENS] += 1
+            line_tok += 1
             if _in_table(keywords, h):
                 out[KEYWORDS] += 1
             if _in_table(stop_words, hl):
                 out[STOP_WORDS] += 1
+                line_stop += 1
             if shaped:
                 out[IDENT_LIKE] += 1
             if b == 40:
@@ -130,9 +144,22 @@ def _scan(data, start, end, keywords, stop_words, out):
                 if lead >= 4:
                     out[DEEP_INDENT] += 1
                 out[_end_kind(last)] += 1
+                prose = line_tok >= 6 and line_stop >= 2
+                if prose:
+                    out[PROSE_LINES] += 1
+                if lead == 0:
+                    out[FLAT_LINES] += 1
+                    if prose:
+                        out[FLAT_PROSE_LINES] += 1
+                if uniform and width >= 3 and (first == 61 or first == 45 or first == 94 or first == 126
+                                               or first == 42 or first == 35 or first == 95 or first == 43):
+                    out[RULE_LINES] += 1
+                if fence or (last == 58 and last2 == 58):
+                    out[BLOCK_INTRO] += 1
             elif i < end:
                 out[BLANK] += 1
             nonblank, lead, last, prev, in_num = False, 0, -1, b, False
+            last2, first, uniform, width, fence, line_tok, line_stop = -1, -1, True, 0, False, 0, 0
             i += 1
             continue
         if b == 32 or b == 9 or b == 13 or b == 11 or b == 12:
@@ -147,6 +174,8 @@ def _scan(data, start, end, keywords, stop_words, out):
         nxt = np.int64(data[i + 1]) if i + 1 < end else 10
         if not nonblank:
             nonblank = True
+            first = b
+            fence = b == 96 and nxt == 96 and i + 2 < end and data[i + 2] == 96
             if b == 35:
                 out[HASH_LINE] += 1
             elif b == 47 and (nxt == 47 or nxt == 42):
@@ -155,7 +184,10 @@ def _scan(data, start, end, keywords, stop_words, out):
                 out[BULLET_LINE] += 1
             elif b == 62 and nxt == 62 and i + 2 < end and data[i + 2] == 62:
                 out[PROMPT_LINE] += 1
-        last = b
+        last2, last = last, b
+        width += 1
+        if b != first:
+            uniform = False
         out[NONSPACE] += 1
         if b >= 0x80:
             out[NONASCII] += 1
