@@ -147,6 +147,11 @@ def encode_batch_flat(tok: Tokenizer, texts: Sequence[str], *, fast: bool = True
 
 def _fast(tok: Tokenizer):
     """(the fastest exact encoder or None, encoder_info's dict)."""
+    from .tiktoken_bpe import tiktoken_encoder
+
+    tt, _ = tiktoken_encoder(tok)   # converted from a tiktoken encoding: tiktoken itself gives its ids
+    if tt is not None:
+        return tt, {"encoder": "tiktoken"}
     fo, _ = fastokens_bpe.fastokens_encoder(tok)  # why not: logged once per tokenizer
     if fo is not None:
         return fo, {"encoder": "fastokens"}

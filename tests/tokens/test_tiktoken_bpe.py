@@ -4,6 +4,7 @@ the seeds' and this repository's text (the published cl100k_base/o200k_base file
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from tiktoken.load import load_tiktoken_bpe
 
 from gpupipe.tokens import tiktoken_bpe
 from gpupipe.tokens.fast_bpe import _as_bytes
-from gpupipe.tokens.tokenizer import EOS_TOKEN, encode_batch, id_space, train_byte_level_bpe
+from gpupipe.tokens.tokenizer import EOS_TOKEN, encode_batch, encoder_info, id_space, train_byte_level_bpe
 from tests.helpers.tokens import mixed_corpus, real_texts as seed_texts
 
 
@@ -52,11 +53,15 @@ def test_ids_are_tiktokens_own(name, bpe_file, monkeypatch):
     known = tiktoken_bpe.ENCODINGS[name]
     assert (known.url, known.sha256) == (spec["asked"]["url"], spec["asked"]["sha256"])
     assert known.special_tokens == spec["special_tokens"]
+    assert known.tiktoken_pattern == spec["pat_str"]
 
     tok = tiktoken_bpe.load(name, str(bpe_file))
     texts = seed_texts() + mixed_corpus(300, seed=3) + ["Hello  world!!\n\n\n  don't I'M 12345678 <|endoftext|>  \r\n x", "  leading", "é\u0301"]
     got = [list(map(int, ids)) for ids in encode_batch(tok, texts)]
+    assert encoder_info(tok)["encoder"] == "tiktoken"           # tiktoken itself encodes
     assert got == [enc.encode_ordinary(t) for t in texts]
+    # and HF tokenizers on the tokenizer.json (what any other reader of it runs) gives the same ids
+    assert [list(map(int, ids)) for ids in encode_batch(tok, texts, fast=False)] == got
     assert {s: tok.token_to_id(s) for s in spec["special_tokens"]} == spec["special_tokens"]
     assert id_space(tok) == max(spec["special_tokens"].values()) + 1     # gaps: the shards' dtype must hold it
     assert tok.decode(got[0]) == texts[0]
@@ -86,8 +91,7 @@ def test_tiktokens_cache_is_read_and_checked(bpe_file, tmp_path, monkeypatch):
     # as if it were the published file: the hash tiktoken checks is the file's
     real = tiktoken_bpe.ENCODINGS["o200k_base"]
     monkeypatch.setitem(tiktoken_bpe.ENCODINGS, "o200k_base",
-                        tiktoken_bpe.Encoding(real.name, real.url, hashlib.sha256(cached.read_bytes()).hexdigest(),
-                                              real.pattern, real.special_tokens))
+                        dataclasses.replace(real, sha256=hashlib.sha256(cached.read_bytes()).hexdigest()))
     assert tiktoken_bpe.find_file("o200k_base") == (cached, True)
     assert tiktoken_bpe.find_file("o200k_base", str(bpe_file)) == (bpe_file, True)
 

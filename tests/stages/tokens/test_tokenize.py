@@ -123,6 +123,8 @@ def test_tiktoken_encoding_by_name_packs_tiktokens_ids(tmp_path, monkeypatch):
     n = len(stream)
     assert n == len(expected) // 64 * 64 and (stream == expected[:n]).all()
     assert main(["verify", str(tmp_path / "run" / "shards")]) == 0
+    extra = json.loads((tmp_path / "run" / "stats.json").read_text())["stages"][1]["extra"]
+    assert extra["tiktoken_cl100k_base"] == 1 and extra["docs_encoded_tiktoken"] == len(texts)
 
 
 def _cl100k_pattern(monkeypatch, table: Path) -> str:
