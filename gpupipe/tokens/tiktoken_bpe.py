@@ -21,6 +21,8 @@ the pair tiktoken's own BPE ends with on its bytes using only lower ranks. HF to
 written `\z` (in HF's regex engine, Oniguruma, `$` also matches before every newline, in tiktoken's only at the
 end of the text) and `\p{N}{1,3}+` as `\p{N}{1,3}` (Oniguruma reads `{1,3}+` as "one or more times {1,3}", which
 takes a run of 5 digits whole where tiktoken takes 3 then 2).
+In a run, encode_batch recognises such a tokenizer.json (`tiktoken_encoder`) and encodes with tiktoken itself
+(the encoding's own pattern, the table's ranks as ids), so the stage's ids are tiktoken's by construction.
 """
 from __future__ import annotations
 
