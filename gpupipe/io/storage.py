@@ -1,8 +1,9 @@
 """Paths and URLs: the one place gpupipe touches storage that may not be a local disk.
 
 A *location* is a local path or an fsspec URL (`s3://bucket/key`, `gs://`, `abfs://`, `webhdfs://namenode:9870/`
-and `hdfs://` (which needs a JVM and libhdfs: `hdfs_unavailable`), `https://` for reading, ...). Local paths take the plain `os`/`open` calls they always took (same speed, same semantics: rename is
-atomic); a URL goes through its fsspec filesystem. Nothing else in gpupipe imports fsspec.
+and `hdfs://` (which needs a JVM and libhdfs: `hdfs_unavailable`), `https://` for reading, ...). Local paths take
+the plain `os`/`open` calls they always took (same speed, same semantics: rename is atomic); a URL goes through its
+fsspec filesystem. Nothing else in gpupipe imports fsspec.
 
 Credentials and endpoint come from each library's standard environment (for S3: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_PROFILE, ...) or from `storage.options` in the run config, a mapping

@@ -98,7 +98,8 @@ def test_text_records_crawl_id_and_dates():
     seed_record = {"id": "cc-1", "text": "文档正文", "crawl_id": "CC-MAIN-2023-50",
                    "metadata": json.dumps({"content_length": 4, "extracted_at": "2026-03-18T10:30:00Z"})}
     row = _record_row(seed_record, 0, 0, "web", "/data/x.jsonl")
-    assert (row["crawl_id"], row["extracted_at"], row["content_length"]) == ("CC-MAIN-2023-50", "2026-03-18T10:30:00Z", 4)
+    assert (row["crawl_id"], row["extracted_at"], row["content_length"]) == \
+        ("CC-MAIN-2023-50", "2026-03-18T10:30:00Z", 4)
     row = _record_row({"id": "a", "text": "abc"}, 0, 1, "web", "s3://b/crawl-data/CC-MAIN-2024-10/segments/x.jsonl")
     assert (row["crawl_id"], row["extracted_at"]) == ("CC-MAIN-2024-10", None)
     assert _record_row({"id": "a", "text": "abc", "crawl_id": "X"}, 0, 1, "web", "", "CC-MAIN-2025-05")["crawl_id"] \
