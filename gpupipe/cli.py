@@ -199,7 +199,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from gpupipe.io.export import ExportError, curated_stage, export_jsonl
+    from gpupipe.export import ExportError, curated_stage, export_jsonl
 
     try:
         n = export_jsonl(args.run_dir, args.out)

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pyarrow.parquet as pq
 
 from gpupipe.io.parts import atomic_output, part_paths
+from gpupipe.run.rundir import RunLayout
 
 SEED_FIELDS = ("id", "text", "url", "source", "crawl_id")
 TOKEN_STAGES = ("tokenize", "mixture", "pack")
@@ -33,17 +34,17 @@ class ExportError(ValueError):
 
 def curated_stage(run_dir: str | os.PathLike) -> Path:
     """The folder of a run's curated documents: the last completed stage before tokenize."""
-    root = Path(run_dir)
-    stages = sorted(p for p in (root / "stages").glob("[0-9][0-9]-*") if p.is_dir()) \
-        if (root / "stages").is_dir() else []
+    layout = RunLayout(run_dir)
+    stages = layout.stage_dirs()
     if not stages:
-        raise ExportError(f"{root} is not a gpupipe run directory with stages (no {root / 'stages'}/NN-<name>)")
-    before = [p for p in stages if p.name.split("-", 1)[1] not in TOKEN_STAGES]
-    for folder in reversed(before):
-        if (folder / "stats.json").is_file() and part_paths(folder):
-            return folder
-    raise ExportError(f"{root}: no completed stage before tokenize has parts (run it to the end first, or with "
-                      f"keep_intermediate: true)")
+        raise ExportError(f"{layout.root} is not a gpupipe run directory with stages (no "
+                          f"{layout.stages_root}/NN-<name>)")
+    before = [s for s in stages if s.station not in TOKEN_STAGES]
+    for stage in reversed(before):
+        if stage.marker.is_file() and stage.parts():
+            return stage.root
+    raise ExportError(f"{layout.root}: no completed stage before tokenize has parts (run it to the end first, or "
+                      f"with keep_intermediate: true)")
 
 
 def records(folder: Path) -> Iterator[dict[str, Any]]:
