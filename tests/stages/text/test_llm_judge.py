@@ -279,7 +279,8 @@ def write_docs(folder: Path, n: int) -> Path:
     for i in range(n):
         (folder / f"doc{i:03d}.md").write_text(
             f"# Advisory {i}\n\nCVE-2024-{i:05d} is a heap overflow in parser module {i}; "
-            f"an attacker can send a crafted packet to trigger it.{' spam' if i % 7 == 0 else ''}", encoding="utf-8")
+            f"an attacker can send a crafted packet to trigger it, so upgrade the parser before exposing it."
+            f"{' spam' if i % 7 == 0 else ''}", encoding="utf-8")
     return folder
 
 
@@ -338,7 +339,8 @@ def test_killed_cli_run_resumes_without_asking_again(server, tmp_path):
 
 
 def test_stage_with_judge_drops_and_checkpoints_in_the_run_dir(server, tmp_path):
-    texts = [f"# Item {i}\n\nA paragraph on access control lists and their pitfalls, number {i}."
+    texts = [f"# Item {i}\n\nA paragraph on access control lists and their pitfalls, number {i}, with the "
+             f"mistakes that open a file to everyone, and how an audit finds them early."
              + (" spam" if i % 2 else "") for i in range(6)]
     df = pd.DataFrame({"id": [f"d{i}" for i in range(6)], "doc_index": range(6), "text": texts})
     cfg = ChunkMarkdownConfig(judge=judge_cfg(server))
