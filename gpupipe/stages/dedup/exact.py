@@ -21,7 +21,6 @@ the host)."""
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from typing import Literal
 
@@ -34,6 +33,7 @@ from gpupipe.config_base import Strict
 from gpupipe.stages.dedup.global_stage import BUCKET_COLUMN, GlobalStage, all_but_first, count_phase, keys_phase
 from gpupipe.stages.base import DEVICE, Applied
 from gpupipe.stages.phases import APPLY, BUCKETS, DRIVER, Phase, Task
+from gpupipe.stages.text.sentences import split_sentences
 
 # Whitespace folding as the Arrow kernels did it, spelled so that pandas (pyarrow compute or Python `re`) and cuDF
 # (libcudf regex and strip) read it the same way: every run of ASCII whitespace becomes one space (RE2's `\s` is
@@ -60,9 +60,6 @@ class ExactDedupConfig(Strict):
 
 SENTENCE_MIN_CHARS = 50   # seed 001: "50 字以上完全相同的句子，全局保留 1 份"
 SEGMENTS = "segments"     # the exchange the reduce phase sends piece removals through
-# a sentence ends after 。！？； (closing quotes/brackets with it), after . ! ? ; before whitespace or the end, or at a
-# line break; the whitespace after the end stays with the sentence, so the pieces concatenate back to the text
-_SENTENCE_END = re.compile(r"(?:[。！？；]+[”’」』）】\"')\]]*|[.!?;]+[\"'”’)\]]*(?=\s|$)|\n)[ \t\n]*")
 
 
 def split_pieces(text: str, level: str) -> list[str]:
@@ -70,14 +67,7 @@ def split_pieces(text: str, level: str) -> list[str]:
     for sentence. Paragraph pieces join back with "\n", sentence pieces with ""."""
     if level == "paragraph":
         return text.split("\n")
-    out, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        if m.end() > start:
-            out.append(text[start:m.end()])
-            start = m.end()
-    if start < len(text):
-        out.append(text[start:])
-    return out
+    return split_sentences(text)
 
 
 def join_pieces(pieces: list[str], drop: set[int], level: str) -> str:

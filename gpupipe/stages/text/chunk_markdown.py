@@ -59,6 +59,7 @@ from gpupipe.io.records import Rejected, ReaderError
 from gpupipe.kernels.script_class import SEED_HAN, class_body
 from gpupipe.stages.base import Applied, MapStage, StageStats
 from gpupipe.stages.text.llm_judge import JudgeConfig, JudgeError, LLMJudge, Verdict
+from gpupipe.stages.text.sentences import split_sentences
 
 log = logging.getLogger("gpupipe")
 
@@ -191,22 +192,6 @@ def atomic_units(lines: list[str]) -> list[Unit]:
 
 
 # ----------------------------------------------------------------------------- cutting oversized units
-
-# A sentence ends after 。！？； (closing quotes/brackets included), after . ! ? ; followed by whitespace or the
-# end, or at a line break. Trailing whitespace stays with the sentence, so pieces concatenate back to the text.
-_SENTENCE_END = re.compile(r"(?:[。！？；]+[”’」』）】\"')\]]*|[.!?;]+[\"'”’)\]]*(?=\s|$)|\n)[ \t\n]*")
-
-
-def split_sentences(text: str) -> list[str]:
-    out, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        if m.end() > start:
-            out.append(text[start:m.end()])
-            start = m.end()
-    if start < len(text):
-        out.append(text[start:])
-    return out
-
 
 def hard_split(text: str, size: int) -> list[str]:
     """Windows of at most `size` characters, cut at the last whitespace in the window's final fifth if any."""
