@@ -1,4 +1,4 @@
-"""Normalization, vectorized with Arrow: newlines unified, control characters deleted, whitespace folded, blank
+"""Normalization, vectorized (Arrow's NFC, then one numba pass for lines and spaces): newlines unified, control characters deleted, whitespace folded, blank
 lines dropped or kept as paragraph breaks (the user's reference mini pipeline's `normalize`), plus Unicode NFC.
 
 `normalize_text` is the reference, one string at a time; `normalize_array` does the same on a whole column with
