@@ -1,5 +1,6 @@
-"""Normalization, vectorized (Arrow's NFC, then one numba pass for lines and spaces): newlines unified, control characters deleted, whitespace folded, blank
-lines dropped or kept as paragraph breaks (the user's reference mini pipeline's `normalize`), plus Unicode NFC.
+"""Normalization, vectorized (Arrow's NFC, then one numba pass for lines and spaces): newlines unified, control
+characters deleted, whitespace folded, blank lines dropped or kept as paragraph breaks (the user's reference mini
+pipeline's `normalize`), plus Unicode NFC.
 
 `normalize_text` is the reference, one string at a time; `normalize_array` does the same on a whole column with
 Arrow's compute kernels, and a property test holds them equal. One departure from that `normalize`: it deletes every
