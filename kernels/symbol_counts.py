@@ -9,7 +9,7 @@ int32/int64; see kernels/strings.py), counted as the Arrow compute calls they re
   ``count_substring_regex(text, r"\\s\\p{Lu}")``);
 - ``words``: runs of non-whitespace (``count_substring_regex(text, r"\\S+")``).
 
-Whitespace is RE2's ``\\s``, ASCII ``[\\t\\n\\f\\r ]`` (no vertical tab, nothing beyond ASCII). Lu comes from the
+Whitespace is RE2's ``\\s``, ASCII ``[\\t\\n\\f\\r ]`` (no vertical tab, nothing beyond ASCII). Lu comes from
 Python's unicodedata. One parallel pass over the documents (numba threads, no GIL): the four Arrow calls cost a
 regex engine's pass each.
 """
