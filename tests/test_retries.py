@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +17,7 @@ from gpupipe.io import storage
 from gpupipe.report.metrics import run_metrics
 from gpupipe.run.executors import LocalExecutor
 from gpupipe.run.pipeline import run_pipeline
+from tests.helpers.dying_tasks import die_once
 
 DOCS = "".join(json.dumps({"text": f"document number {i} " + "word " * (i % 7 + 3)}) + "\n"
                for i in range(60)).encode()
@@ -140,27 +140,16 @@ def test_every_storage_retry_of_a_run_is_in_its_stats_and_dashboards(tmp_path, q
     assert f'gpupipe_run_retries{{run="run",type="storage"}} {srv.dropped}' in prometheus_text(result, "run")
 
 
-def _die_once(x, marker_dir):
-    import os
-    import signal
-
-    marker = Path(marker_dir) / "died"
-    if x == 2 and not marker.exists():
-        marker.touch()
-        os.kill(os.getpid(), signal.SIGKILL)
-    return x * x
-
-
 def test_tasks_run_again_after_a_worker_died_are_task_retries(tmp_path):
     ex = LocalExecutor(processes=2)
     try:
         with retries.counting() as counted:
-            assert ex.map(_die_once, list(range(6)), [str(tmp_path)] * 6) == [x * x for x in range(6)]
+            assert ex.map(die_once, list(range(6)), [str(tmp_path)] * 6) == [x * x for x in range(6)]
         assert (tmp_path / "died").exists()
         # the tasks unfinished when the pool broke ran again: at least the killed one, at most all
         assert 1 <= counted["task"] <= 6 and set(counted) == {"task"}
         with retries.counting() as again:
-            ex.map(_die_once, [3, 4], [str(tmp_path)] * 2)
+            ex.map(die_once, [3, 4], [str(tmp_path)] * 2)
         assert again == {}
     finally:
         ex.close()

@@ -12,6 +12,7 @@ import yaml
 from gpupipe.cli import main
 from gpupipe.run.executors import POOL_RETRIES, LocalExecutor, WorkerLost, numba_takes_threads
 from tests.helpers import near_copy_texts, write_jsonl
+from tests.helpers.dying_tasks import die_once
 
 
 def test_stateless_tasks_run_at_once_and_come_back_in_order():
@@ -131,18 +132,6 @@ def test_on_a_gpu_device_stations_run_in_the_feeder_and_host_stations_in_the_poo
         ex.close()
 
 
-def _die_once(x, marker_dir):
-    """Task 2 kills its worker process (kill -9) the first time it runs: the marker file says it did."""
-    import os
-    import signal
-
-    marker = Path(marker_dir) / "died"
-    if x == 2 and not marker.exists():
-        marker.touch()
-        os.kill(os.getpid(), signal.SIGKILL)
-    return x * x
-
-
 def _always_die(x):
     import os
     import signal
@@ -155,9 +144,9 @@ def _always_die(x):
 def test_a_killed_worker_s_tasks_run_again_on_a_fresh_pool(tmp_path):
     ex = LocalExecutor(processes=2)
     try:
-        assert ex.map(_die_once, list(range(6)), [str(tmp_path)] * 6) == [x * x for x in range(6)]
+        assert ex.map(die_once, list(range(6)), [str(tmp_path)] * 6) == [x * x for x in range(6)]
         assert (tmp_path / "died").exists()   # the kill happened: task 2's result comes from the rerun
-        assert ex.map(_die_once, [3, 4], [str(tmp_path)] * 2) == [9, 16]   # the fresh pool serves later maps
+        assert ex.map(die_once, [3, 4], [str(tmp_path)] * 2) == [9, 16]   # the fresh pool serves later maps
     finally:
         ex.close()
 
