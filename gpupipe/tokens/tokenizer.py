@@ -9,6 +9,7 @@ import hashlib
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -177,14 +178,21 @@ def encoder_info(tok: Tokenizer) -> dict:
     return _fast(tok)[1]
 
 
+# encode_special_tokens is a flag on the shared Tokenizer, not an argument of the call: threads that encode with one
+# tokenizer (the local executor's threaded maps) take turns, or one thread's reset lets another encode
+# "<|endoftext|>" text as a real EOS. Little is lost: HF's batch encoder runs on all cores itself.
+_SPECIAL_TOKENS_FLAG = threading.Lock()
+
+
 def _hf_encode_batch(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
-    previous = tok.encode_special_tokens
-    tok.encode_special_tokens = True
-    try:
-        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # _fast skips offsets
-        encodings = encode(texts, add_special_tokens=False)
-    finally:
-        tok.encode_special_tokens = previous
+    with _SPECIAL_TOKENS_FLAG:
+        previous = tok.encode_special_tokens
+        tok.encode_special_tokens = True
+        try:
+            encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # _fast skips offsets
+            encodings = encode(texts, add_special_tokens=False)
+        finally:
+            tok.encode_special_tokens = previous
     return [e.ids for e in encodings]
 
 

@@ -82,6 +82,24 @@ def test_text_that_spells_a_byte_piece_or_special_token_is_text(trained):
     assert tok.decode(ids) == text
 
 
+def test_special_token_text_stays_text_when_threads_share_the_tokenizer(trained):
+    """The local executor runs a stage's encode on threads that share one Tokenizer; HF's path flips its
+    encode_special_tokens flag per call, and an unguarded flip let one thread encode "<|endoftext|>" as EOS
+    (CI, session 12: 'document contains the EOS id 1')."""
+    import concurrent.futures
+
+    tok, _ = trained
+    eos = tok.token_to_id(EOS_TOKEN)
+    texts = [f"page {i} says <|endoftext|> here " * 20 for i in range(64)]
+
+    def eos_count(_):
+        return sum(int((ids == eos).sum()) for ids in encode_batch(tok, texts))
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(eos_count, range(400))) == [0] * 400
+    assert tok.encode_special_tokens is False   # the flag is as the caller left it
+
+
 def test_same_tokenizer_json_in_every_process(tmp_path):
     code = ("import hashlib, sys; from gpupipe.tokens.unigram import train_unigram; "
             "from tests.helpers.tokens import real_texts; "
