@@ -447,7 +447,8 @@ def bench_kinds(root: Path, args) -> None:
     preds, cpu, wall = time_rows(pages, args)
     f1 = {n: np.array([bow_f1(truth[k]["text"], preds[n].get(k)) for k in ids]) for n in preds}
     cols = [k for k in WCXB_KINDS if (kinds == k).any()] + ["all"]
-    for half, mask in (("choose", choose), ("held-out", ~choose)):
+    halves = (("choose", choose),) if args.choose_only else (("choose", choose), ("held-out", ~choose))
+    for half, mask in halves:
         print(f"\n{half} half: bag-of-words F1, mean per page (pages per kind below the names); pages/s per core "
               "(process CPU time) and wall over all pages of both halves")
         print(f"{'extractor':<{W}}" + "".join(f"{c:>14}" for c in cols) + f"{'pages/s cpu':>13}{'wall':>8}")
@@ -458,6 +459,9 @@ def bench_kinds(root: Path, args) -> None:
             print(f"{name:<{W}}" + "".join(f"{c:>14.3f}" for c in cells)
                   + f"{len(pages) / cpu[name]:>13.1f}{len(pages) / wall[name]:>8.1f}", flush=True)
     base = "trafilatura defaults"
+    if args.choose_only:   # while choosing rules: the held-out half's rows are not printed (pages/s covers both)
+        print(f"(held-out half not printed: --choose-only; {int((~choose).sum())} pages timed, not shown)")
+        return
     for name in [n for n in preds if n != base]:
         worse = [c for c in cols[:-1] if f1[name][~choose & (kinds == c)].mean() < f1[base][~choose & (kinds == c)]
                  .mean()]
@@ -517,6 +521,9 @@ def main() -> None:
     ap.add_argument("--also", action="append", default=[], metavar="KEY=VALUE,...",
                     help="one more row: the Extract stage with these config fields (e.g. extractor=fast,"
                     "include_comments=true); repeatable")
+    ap.add_argument("--choose-only", action="store_true",
+                    help="--wcxb: print only the choose half's rows (for choosing rules without seeing the held-out "
+                    "half; speed is still over all pages)")
     ap.add_argument("--pages", type=int, default=None, help="only the first N pages (sorted by name)")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=1, help="time each row this many times (interleaved), keep the "

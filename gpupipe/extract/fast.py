@@ -30,6 +30,8 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
    expander's, React's streamed segments: _folded); a schema.org Product card's description leads a shop page whose
    HTML holds less (once: not where the HTML has it already). On a product's page (_product) customer reviews are
    boilerplate, and a page fast kept nearly whole reports no prose found, so that auto leaves it to trafilatura.
+   There, too, sliders and galleries show the product (not boilerplate), hidden tab panels are kept (its
+   specifications tab), and its text says each line once, less lines of machine tokens (said_once).
    docs/design.md "Page kinds" has the rules and their measurements.
 
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
@@ -102,7 +104,16 @@ FOLDED_NOT = frozenset("modal dialog popup overlay menu nav navigation cookie co
 # on a product's page (_product) a customer review ("review", one per review, or the widget that lists them) is
 # boilerplate too: the product's text is its description and specifications (WCXB choose half, product pages:
 # 0.639 -> 0.645; "reviews" too, which also names the rating summary kept with the product: 0.639)
-PRODUCT_STRONG = STRONG_WORDS | {"review"}
+# ... and its sliders, carousels and galleries are not: there they show the product itself (a landing page's feature
+# slides, its testimonials, captioned photos), not other stories (choose half, product 0.6449 -> 0.6555; services
+# -0.0002, other kinds unchanged)
+PRODUCT_SHOWS = frozenset("slider carousel gallery slideshow".split())
+PRODUCT_STRONG = (STRONG_WORDS - PRODUCT_SHOWS) | {"review"}
+# a product's page keeps its hidden tab panels too (role="tabpanel", class "tab-pane"): the specifications tab beside
+# the description (choose half, product +0.004; on every page a forum's hidden notification-help dialog of tabs took
+# the container, forum -0.009, so products only)
+TAB_WORDS = frozenset("tabpanel tabpane".split())
+TAB_PAIRS = frozenset({("tab", "pane"), ("tab", "panel")})
 SPLIT_RE = re.compile(r"[-_\s]+")
 DIGITS_RE = re.compile(r"\d+")
 CAMEL_RE = re.compile(r"([a-z])(?=[A-Z])")
@@ -135,6 +146,7 @@ CONTAINED_SHARE = 0.6
 # a product's page (_product) where fast kept this share of the page's text or more is left to trafilatura (auto):
 # chosen on WCXB's choose half, product 0.612 -> 0.639 (0.75; 0.85: 0.623), other kinds within 0.0005
 PRODUCT_WHOLE = 0.75
+MACHINE_WORDS = 20
 WORD_RE = re.compile(r"\w+")
 CJK_RE = re.compile(regex_class(CJK_TEXT, "python"))   # CJK text, punctuation included (kernels/script_class.py)
 WS_RE = re.compile(r"[ \t\r\f\v\u00a0\u200b]+")
@@ -225,14 +237,14 @@ def _comment_parts(body) -> tuple[set, set, set]:
     return threads, items, discard
 
 
-def _clean(tree) -> None:
+def _clean(tree, product: bool = False) -> None:
     tree.strip_tags(DROP_FIRST)
     # a hidden element that holds most of the page's text is the page, shown by its script: an anti-flicker wrapper
     # (style="visibility:hidden" until the scripts load), React's streamed <div hidden id="S:0"> (#33: 5 pages of
     # WCXB's choose half, all of their text)
     total = None
     for node in tree.css(HIDDEN_CSS + ", " + STRUCT_CSS):
-        if node.tag in ("html", "body") or _folded(node.attributes):
+        if node.tag in ("html", "body") or _folded(node.attributes, product):
             continue
         if node.tag == "div" and "itemprop" not in node.attributes:
             total = total if total is not None else len(tree.body.text(deep=True, separator=" ", strip=True))
@@ -252,17 +264,26 @@ def _clean(tree) -> None:
             tree.strip_tags([tag])
 
 
-def _folded(a: dict) -> bool:
+def _folded(a: dict, product: bool = False) -> bool:
     """A hidden element that the page shows on a click or by its script, whose text is the page's: an accordion's or
-    an expander's folded panel (a product's specifications, a service page's FAQ answers), or a React streamed
-    segment (`<div hidden id="S:2">`, moved into place by the page's script). A dialog or modal stays hidden."""
+    an expander's folded panel (a product's specifications, a service page's FAQ answers), a React streamed segment
+    (`<div hidden id="S:2">`, moved into place by the page's script), and on a product's page a tab panel (its
+    specifications beside the description). A dialog or modal stays hidden."""
     i = a.get("id") or ""
     if i.startswith("S:") and "hidden" in a:
         return True
-    if not (a.get("class") or i) or a.get("role") == "dialog" or "itemprop" in a:
+    if a.get("role") == "dialog" or "itemprop" in a:
+        return False
+    if product and a.get("role") == "tabpanel":
+        return True
+    if not (a.get("class") or i):
         return False
     words = _words(a)
-    return not FOLDED_WORDS.isdisjoint(words) and FOLDED_NOT.isdisjoint(words)
+    if not FOLDED_NOT.isdisjoint(words):
+        return False
+    if not FOLDED_WORDS.isdisjoint(words):
+        return True
+    return product and (not TAB_WORDS.isdisjoint(words) or not TAB_PAIRS.isdisjoint(zip(words, words[1:])))
 
 
 def _marked_boilerplate(body, page_chars: int, sig: dict, strong_words: frozenset = STRONG_WORDS) -> tuple[set, set]:
@@ -428,7 +449,7 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     if body is None:
         return Result("", 0, 0, 0)
     is_product, product = _product(tree)
-    _clean(tree)
+    _clean(tree, is_product)
     if not tables:
         tree.strip_tags(["table"])
     page_chars = len(body.text(deep=True, separator=" ", strip=True))
@@ -468,6 +489,8 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
         text = f"{product}\n{text}" if text else product   # a shop page whose description is only in its card
     if not text.isascii():   # composed characters, as trafilatura returns them (some CMSs write "u" + U+0308)
         text = unicodedata.normalize("NFC", text)
+    if is_product:   # said once before the kept share is taken (choose half, product 0.6667 if after, 0.6681)
+        text = said_once(text)
     page_text = sum(len(b.text) for b in blocks)
     prose = sum(b.value for b in blocks if b.value > 0)
     prose_kept = sum(b.value for b in keep if b.value > 0)
@@ -478,6 +501,31 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
         prose_kept = 0.0
     return Result(text, page_text, len(text), len(keep), tree, prose=prose, prose_kept=prose_kept,
                   product=is_product)
+
+
+def said_once(text: str) -> str:
+    """The text less its repeated lines (the first of each kept): a product's page repeats its parts for each screen
+    size and each variant (a spec list per platform, the price and title in a sticky bar), and WCXB's references
+    say each line once (choose half, product 0.6449 -> 0.6531, with auto's fallback text too 0.6541; on every page's
+    text, forum +0.039 but documentation -0.012, listing -0.013, service -0.009: products only)."""
+    seen, out = set(), []
+    for line in text.split("\n"):
+        key = line.strip()
+        if key not in seen:
+            seen.add(key)
+            if not _machine(key):
+                out.append(line)
+    return "\n".join(out)
+
+
+def _machine(line: str) -> bool:
+    """A line of machine tokens, not words: MACHINE_WORDS or more \\w+ tokens, at least half of them mixing letters
+    and digits (ids, hashes: a shop's obfuscated "Sponsored" labels)."""
+    if len(line) < 2 * MACHINE_WORDS or not any(c.isdigit() for c in line):
+        return False
+    words = WORD_RE.findall(line)
+    return len(words) >= MACHINE_WORDS and 2 * sum(
+        not w.isalpha() and not w.isdigit() and any(c.isalpha() for c in w) for w in words) >= len(words)
 
 
 def _items(blocks: list[Block], sig: dict) -> set:

@@ -90,3 +90,62 @@ def test_customer_reviews_are_left_out_of_a_product_page_only():
     text = extract_text(product).text
     assert "shimmering accent stone" in text and "manufactured wood" in text and "absolutely love" not in text
     assert "absolutely love" in extract_text(f"<html><body>{body}</body></html>").text
+
+
+FEATURE = ("The feeder's camera wakes when a bird lands, frames it and sends you a photo with the species named, so "
+           "you learn who visits your garden while you are away at work.")
+OG_PRODUCT = '<meta property="og:type" content="product">'
+
+
+def _page(head: str, body: str) -> str:
+    return f"<html><head>{head}</head><body>{body}</body></html>"
+
+
+def test_a_product_page_keeps_its_hidden_tab_panels():
+    """A shop's specifications tab (hidden until clicked: class "tab-pane", role="tabpanel") is the product's text on
+    a product's page; elsewhere a hidden tab panel stays hidden (a forum's notification-help dialog is made of them)."""
+    body = (f"<main><h1>Titan Z Graphics Card</h1><p>{DESC}</p><p>{DESC.replace('love', 'like')}</p>"
+            f"<div class='tab-pane' style='display:none'><p>{SPECS}</p></div>"
+            f"<div role='tabpanel' hidden><p>{ANSWER}</p></div>"
+            f"<div class='modal tab-pane' style='display:none'><p>{FEATURE}</p></div></main>")
+    text = extract_text(_page(OG_PRODUCT, body)).text
+    assert "manufactured wood" in text and "thirty days" in text and "feeder's camera" not in text
+    text = extract_text(_page("", body)).text
+    assert "shimmering accent stone" in text and "manufactured wood" not in text and "thirty days" not in text
+
+
+def test_a_product_pages_slider_is_its_own_text():
+    """On a product's page a slider or carousel shows the product (its feature slides, testimonials): kept; on
+    another page it is boilerplate (a slideshow of other stories)."""
+    slides = "".join(f"<div class='slide'><p>{FEATURE.replace('photo', f'photo {i}')}</p></div>" for i in range(2))
+    body = (f"<main><h1>Smart Bird Feeder</h1><p>{DESC}</p><p>{SPECS}</p><p>{ANSWER}</p>"
+            f"<p>{DESC.replace('love', 'admire')}</p>"
+            f"<div class='feature-slider'>{slides}</div></main>")
+    assert "feeder's camera" in extract_text(_page(OG_PRODUCT, body)).text
+    assert "feeder's camera" not in extract_text(_page("", body)).text
+
+
+def test_a_product_page_says_each_line_once():
+    """A product's page repeats its parts per screen size and per variant (a spec list for each platform); its text
+    says each line once, auto's fallback text included. Other pages keep their repeats."""
+    from gpupipe.extract.fast import said_once
+    from gpupipe.stages.text.extract import ExtractConfig, Fallback, _Auto
+
+    specs = "<ul><li>Processor: 2.0 GHz</li><li>Memory: 4 GB RAM</li><li>Storage: 200 MB available</li></ul>"
+    body = (f"<main><h1>Terraria</h1><p>{DESC}</p><p>{SPECS}</p><h2>Windows</h2>{specs}<h2>macOS</h2>{specs}"
+            "</main>")
+    text = extract_text(_page(OG_PRODUCT, body)).text
+    assert text.count("Memory: 4 GB RAM") == 1 and "macOS" in text
+    assert extract_text(_page("", body)).text.count("Memory: 4 GB RAM") == 2
+    assert said_once("a\nb\n a\nc\nb") == "a\nb\nc"
+    # a line of machine tokens (a shop's obfuscated "Sponsored" label: ids mixing letters and digits) is no text;
+    # a spec line with model numbers is
+    ids = " ".join(f"S{i}f2f260c3-bf1f-466a-b856-6f03{i}758a086p" for i in range(5))
+    spec = "Memory: 16GB DDR5 6400MHz CL32 1.40V, XMP 3.0, 4x16GB kit, RGB, 288-pin DIMM, PC5-51200, heatspreader 2x"
+    assert said_once(f"Similar items\n{ids}\n{spec}") == f"Similar items\n{spec}"
+    # a product's page kept whole goes to trafilatura (PRODUCT_WHOLE): its text is said once too, another's is not
+    whole = f"<h1>Terraria</h1><div class='col'><p>{DESC}</p><p>{SPECS}</p><p>{ANSWER}</p></div>"
+    auto = _Auto(ExtractConfig())
+    auto._slow = lambda html, url: "Price: $9.99\nA sandbox game.\nPrice: $9.99"
+    out = auto(_page(OG_PRODUCT, whole), None)
+    assert isinstance(out, Fallback) and out == "Price: $9.99\nA sandbox game."

@@ -131,9 +131,9 @@ class _Auto:
     the stage counts fallbacks without state on the extractor."""
 
     def __init__(self, cfg: ExtractConfig) -> None:
-        from gpupipe.extract.fast import extract_text
+        from gpupipe.extract.fast import extract_text, said_once
 
-        self._fast = extract_text
+        self._fast, self._once = extract_text, said_once
         self._slow = trafilatura_extractor(cfg.model_copy(update={"favor_precision": AUTO_FALLBACK_PRECISION}))
         self._tables, self._comments = cfg.include_tables, cfg.include_comments
 
@@ -143,7 +143,10 @@ class _Auto:
                                                        and result.prose_kept >= AUTO_PROSE_SHARE * result.prose):
             return result.text
         # trafilatura reads the page as fast cleaned it: same F1 on the tune half, a third less time (design.md)
-        return Fallback(self._slow(result.cleaned_html() or html, url) or result.text or "")
+        text = self._slow(result.cleaned_html() or html, url) or result.text or ""
+        # a product's page says each line once, as fast's text of it does (#33: its repeats are per screen size and
+        # variant; WCXB's choose half, product +0.001)
+        return Fallback(self._once(text) if result.product else text)
 
 
 class Fallback(str):
