@@ -24,18 +24,20 @@ import os
 import re
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterator, Literal
 
 import pandas as pd
 from pydantic import Field, field_validator
 
 from gpupipe.config_base import Strict, parse_size
-from gpupipe.io import storage
+from gpupipe.io import jsonl_blocks, storage
 from gpupipe.io.charset import replaced_limit
 from gpupipe.io.inputs import UNSUPPORTED, Inputs, resolve_inputs
 from gpupipe.io.parts import write_part
 from gpupipe.io.readers import iter_records
-from gpupipe.io.records import MAX_DOC_BYTES, Item, ReaderError, Rejected, unsupported_detail
+from gpupipe.io.records import (MAX_DOC_BYTES, IdAllocator, Item, ReaderError, Rejected, missing_text_detail,
+                                unsupported_detail)
 from gpupipe.nvtx_ranges import annotate
 from gpupipe.stages.base import RunContext, StageStats, text_bytes
 from gpupipe.stages.phases import DRIVER, Phase, PhasedStage, PhaseRun, Task
@@ -251,6 +253,12 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
     `partitioning` each (a single document larger than the byte bound is a part of its own); rejected records go
     to rejects.jsonl. HTML documents' `charset_source` and `charset`, and `mojibake_suspect` ones, are counted in
     extra (`charset_source_detected`, `charset_gb18030`, `mojibake_suspect`, ...)."""
+    if fmt == "jsonl" and jsonl_blocks.enabled():
+        try:
+            return _read_jsonl_blocks(file_no, path, text_field, source, partitioning, folder, max_doc_bytes,
+                                      crawl_id)
+        except jsonl_blocks.Irregular as e:   # whatever it wrote is gone: the line reader reads the whole file
+            log.debug("read: %s is read line by line (%s)", path, e)
     max_docs, max_bytes = partitioning
     t0 = time.perf_counter()
     stats = StageStats()
@@ -262,7 +270,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
 
     def flush() -> None:
         nonlocal rows, part_no, held
-        df = pd.DataFrame(rows)
+        df = _one_type_per_column(pd.DataFrame(rows), stats, path)
         body = "html" if "html" in df.columns else "text"
         stats.bytes_out += text_bytes(df[body])
         write_part(df, folder.part(f"part-{file_no:04d}-{part_no:06d}.parquet"))
@@ -294,3 +302,130 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
             flush()
     stats.extra[f"format_{fmt}"] += 1
     return stats.to_dict("read", time.perf_counter() - t0)
+
+
+def _one_type_per_column(df: pd.DataFrame, stats: StageStats, path: str) -> pd.DataFrame:
+    """A record field whose values differ in type (a number here, a string there), or an integer beyond 64 bits,
+    cannot be one Parquet column: such a column's values are written as their JSON text ("1", "2.5", "true"),
+    counted in extra (`mixed_type_field_<name>`) and logged, and no document is lost."""
+    for name in df.columns[df.dtypes == object]:
+        values = df[name].tolist()
+        kinds = {type(v) for v in values if v is not None}
+        big = int in kinds and any(type(v) is int and not -2**63 <= v < 2**63 for v in values)
+        if len(kinds) > 1 or big:
+            df[name] = pd.Series([v if v is None or isinstance(v, str) else json.dumps(v) for v in values],
+                                 index=df.index, dtype=object)
+            if not stats.extra[f"mixed_type_field_{name}"]:
+                log.warning("read: %s: field %r holds %s values; written as their JSON text", path, name,
+                            " and ".join(sorted(k.__name__ for k in kinds)) + (" (beyond 64 bits)" if big else ""))
+            stats.extra[f"mixed_type_field_{name}"] += 1
+    return df
+
+
+def _read_jsonl_blocks(file_no: int, path: str, text_field: str, source: str, partitioning: tuple[int, int],
+                       folder, max_doc_bytes: int, crawl_id: str | None) -> dict[str, Any]:
+    """read_file_task for a regular JSONL file (io/jsonl_blocks.py): the same parts, rows, columns and rejects as
+    the line reader, built as Arrow columns. Raises Irregular, having removed what it wrote, where the file is not
+    regular (then the line reader reads it)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    max_docs, max_bytes = partitioning
+    t0 = time.perf_counter()
+    stats = StageStats()
+    stats.bytes_in = _file_bytes(path)
+    rejects_path = folder.rejects / f"file-{file_no:04d}.jsonl"
+    rejects_path.parent.mkdir(parents=True, exist_ok=True)
+    ids, name = IdAllocator(), os.path.basename(path)
+    written: list = []
+    pending: list = []          # slices of blocks' tables in the part being filled
+    held = count = 0            # its body bytes and documents
+
+    def flush() -> None:
+        nonlocal pending, held, count
+        try:
+            table = pa.concat_tables(pending)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:   # blocks whose fields Arrow typed apart
+            raise jsonl_blocks.Irregular(f"blocks differ: {e}") from None
+        df = table.to_pandas()
+        stats.bytes_out += held   # the texts' UTF-8 bytes, as text_bytes counts them
+        part = folder.part(f"part-{file_no:04d}-{len(written):06d}.parquet")
+        written.append(part)
+        write_part(df, part)
+        pending, held, count = [], 0, 0
+
+    try:
+        with annotate("gpupipe/read"), open(rejects_path, "w", encoding="utf-8") as rej:
+            for block in jsonl_blocks.iter_blocks(path, text_field, max_doc_bytes):
+                n = block.table.num_rows
+                stats.docs_in += n
+                for i in np.flatnonzero(block.empty_text).tolist():   # what _item rejects, in the same words
+                    stats.removed["missing_text"] += 1
+                    lineno = block.first_line + i
+                    rej.write(json.dumps({"file": path, "reason": "missing_text", "position": lineno,
+                                          "detail": f"{path}:{lineno}: {missing_text_detail('', text_field, ())}"},
+                                         ensure_ascii=False) + "\n")
+                keep = np.flatnonzero(~block.empty_text)
+                table = block.table if keep.size == n else block.table.take(keep)
+                table = _with_record_fields(table, keep + (block.first_line - 1), file_no, source, path,
+                                            crawl_id, ids, name)
+                sizes = pc.binary_length(table.column("text")).to_numpy(zero_copy_only=False).tolist()
+                start = 0
+                for row, size in enumerate(sizes):   # the line reader's cuts: bytes first, then documents
+                    if count and held + size > max_bytes:
+                        pending.append(table.slice(start, row - start))
+                        start = row
+                        flush()
+                    held += size
+                    count += 1
+                    if count >= max_docs:
+                        pending.append(table.slice(start, row + 1 - start))
+                        start = row + 1
+                        flush()
+                if start < len(sizes):
+                    pending.append(table.slice(start))
+                stats.docs_out += len(sizes)
+            if count:
+                flush()
+    except BaseException:
+        for part in written:
+            Path(part).unlink(missing_ok=True)
+        raise
+    stats.extra["format_jsonl"] += 1
+    return stats.to_dict("read", time.perf_counter() - t0)
+
+
+def _with_record_fields(table, record_no, file_no: int, source: str, path: str, crawl_id: str | None,
+                        ids: IdAllocator, name: str):
+    """_record_row on Arrow columns: the claimed id, doc_index, source, crawl_id, extracted_at, content_length, each
+    where the record had it or appended, as a dict of the row would place it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = dict(zip(table.column_names, table.columns))
+    own_ids = cols["id"].to_pylist()
+    cols["id"] = pa.array([ids.claim(own, f"{name}:{no + 1}") for own, no in zip(own_ids, record_no.tolist())],
+                          pa.string())
+    if cols["url"].null_count == len(cols["url"]):
+        cols["url"] = pa.nulls(len(cols["url"]))
+    cols["doc_index"] = pa.array((file_no << RECORD_BITS) | record_no, pa.int64())
+    own_source = cols.get("source")
+    if own_source is not None and pa.types.is_string(own_source.type):
+        cols["source"] = pc.if_else(pc.equal(own_source, ""), source, own_source)
+    else:
+        cols["source"] = pa.array([source] * table.num_rows, pa.string())
+    own_crawl = cols.get("crawl_id")
+    fallback = crawl_id or _crawl_in_path(path)
+    if crawl_id is None and own_crawl is not None and pa.types.is_string(own_crawl.type):
+        cols["crawl_id"] = pa.array([c or fallback for c in own_crawl.to_pylist()])
+    else:
+        cols["crawl_id"] = pa.array([fallback] * table.num_rows)
+    dated = [k for k in ("warc_date", "extracted_at", "metadata") if k in cols]
+    if dated:
+        values = [c.to_pylist() for c in (cols[k] for k in dated)]
+        cols["extracted_at"] = pa.array([extracted_at(dict(zip(dated, row))) for row in zip(*values)])
+    else:
+        cols["extracted_at"] = pa.nulls(table.num_rows)
+    cols["content_length"] = pc.cast(pc.utf8_length(cols["text"]), pa.int64())
+    return pa.table(cols)
