@@ -345,7 +345,8 @@ def _read_jsonl_blocks(file_no: int, path: str, text_field: str, source: str, pa
     def flush() -> None:
         nonlocal pending, held, count
         try:
-            table = pa.concat_tables(pending)
+            # one chunk: Parquet starts a page at each chunk, and the line reader's parts have one
+            table = pa.concat_tables(pending).combine_chunks()
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:   # blocks whose fields Arrow typed apart
             raise jsonl_blocks.Irregular(f"blocks differ: {e}") from None
         df = table.to_pandas()

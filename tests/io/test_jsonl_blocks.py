@@ -74,6 +74,16 @@ def test_regular_file_is_read_by_blocks_exactly_as_by_lines(tmp_path, monkeypatc
     assert read_both(path, tmp_path / "c", monkeypatch, caplog, partitioning=(10**9, 1 << 30))
 
 
+def test_parts_of_many_pages_and_blocks(tmp_path, monkeypatch, caplog):
+    """Parquet pages of 1 MiB: a part of 3 MB from 30 blocks is written as the line reader writes it."""
+    monkeypatch.setattr(jsonl_blocks, "BLOCK_BYTES", 100_000)
+    recs = records(300, seed=3)
+    for i, r in enumerate(recs):
+        r["text"] = f"{i} " + "数据清洗 pipeline " * 400
+    path = write(tmp_path / "in.jsonl", recs)
+    assert read_both(path, tmp_path, monkeypatch, caplog, partitioning=(10**6, 1 << 30))
+
+
 def test_ids_sources_dates_and_empty_texts(tmp_path, monkeypatch, caplog):
     recs = records(300, seed=1, source=lambda i: ["", "books", "web"][i % 3],
                    crawl_id=lambda i: "" if i % 2 else "CC-MAIN-2024-10",
