@@ -33,8 +33,10 @@ from .records import ReaderError, open_binary, text_encoding
 # a freed block's memory is reused for the next instead of mapped and zeroed anew
 BLOCK_BYTES = 8 << 20
 _FEED = 1 << 20            # compressed bytes a step: errors need no small feeds here, the line reader redoes the file
-# the characters str.strip() removes: a text of only these is `missing_text` to the line reader
-_PY_WHITESPACE = "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+# the characters str.strip() removes (str.isspace(), Python 3.10-3.13; a test recomputes them): a text of only these
+# is `missing_text` to the line reader
+_PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                  "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 # 19 digits not after a digit or a point: maybe an integer beyond 64 bits, which Arrow reads as a float (a float's
 # long fraction is no such integer)
 _LONG_INTEGER = re.compile(rb"(?<![0-9.])[0-9]{19}")

@@ -188,3 +188,7 @@ def test_mixed_types_in_one_field(tmp_path, monkeypatch, caplog):
     part = pq.read_table(tmp_path / "lines" / "run" / "stages" / "00-read" / "part-0003-000000.parquet")
     assert part["meta"].to_pylist() == [str(i) if i % 2 else f"s{i}" for i in range(40)]
     assert "field 'meta' holds int and str values" in caplog.text
+
+
+def test_whitespace_is_what_str_strip_removes():
+    assert set(jsonl_blocks._PY_WHITESPACE) == {c for c in map(chr, range(0x110000)) if c.isspace()}
