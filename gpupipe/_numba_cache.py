@@ -169,3 +169,18 @@ def compile_seconds() -> float:
         event.register("numba:compile", Listener())
         _COMPILED["listening"] = True
     return _COMPILED["seconds"]
+
+
+def skip_numba_extensions() -> None:
+    """For a process gpupipe owns (`gpupipe run` / `warmup`, a pool worker, a Dask worker with gpupipe's plugin):
+    numba imports every installed `numba_extensions` entry point at its first compile or cache load. The one that
+    comes with gpupipe's dependencies, awkward's (via gigatoken), costs ~0.35 CPU-s in every process, and no gpupipe
+    kernel uses an extension, so they are marked loaded. Not done on import: a notebook that imports gpupipe keeps
+    numba's behaviour. numba.core.entrypoints._already_initialized is private: where numba renames it, the
+    extensions load as before and nothing else changes."""
+    try:
+        from numba.core import entrypoints
+    except ImportError:
+        return
+    entrypoints._already_initialized = True
+

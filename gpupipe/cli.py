@@ -117,6 +117,7 @@ def _quiet_dask() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpupipe._numba_cache import skip_numba_extensions
     from gpupipe.backend import DeviceError
     from gpupipe.config import load_config
     from gpupipe.config_base import ConfigError
@@ -125,6 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpupipe.run.pipeline import ConservationError, EmptyRunError, run_pipeline
     from gpupipe.run.rundir import CONFIG_FILE, LOGS_DIR, NAMES, STAGES_DIR, STATS_FILE, RunDirBusy, RunFault, at
 
+    skip_numba_extensions()
     overrides: dict[str, Any] = {}
     if args.input:
         overrides["input.path"] = args.input
@@ -267,8 +269,10 @@ def cmd_fetch_cc(args: argparse.Namespace) -> int:
 def cmd_warmup(args: argparse.Namespace) -> int:
     import time
 
+    from gpupipe._numba_cache import skip_numba_extensions
     from gpupipe.warmup import warm_up
 
+    skip_numba_extensions()
     t0 = time.perf_counter()
     rows = warm_up(args.docs, config=args.config, processes=args.processes)
     t = Table(title="gpupipe warm-up: numba kernels compiled (or loaded from the cache) per stage")

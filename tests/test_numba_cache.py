@@ -132,3 +132,36 @@ def test_prune_keeps_the_recent_folders_and_any_in_use(tmp_path):
     left = {p.name for p in tmp_path.iterdir()}
     assert {p.name for p in busy} | {"mine"} <= left   # in use: kept, however many
     assert not any(p.name in left for p in old)        # beyond the most recent _KEEP and a day old: removed
+
+
+def test_gpupipe_processes_skip_numba_extensions(tmp_path):
+    """numba loads every installed extension at its first kernel (awkward's, ~0.35 CPU-s a process); a `gpupipe run`
+    process and a pool worker skip them, a process that merely imports gpupipe keeps numba's behaviour."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+    import yaml
+
+    pytest.importorskip("awkward")   # the extension installed with gigatoken: without it there is nothing to skip
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"The quality of document {i} is judged by rules. " * 8}) + "\n"
+                           for i in range(20)))
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"input": {"path": str(src)}, "output": str(tmp_path / "run"), "device": "cpu",
+                                   "allow_empty": True, "stages": [{"quality": {}}]}))
+    kernel = "import gpupipe, numba; numba.njit(lambda x: x + 1)(1)"   # numba's first compile
+    checks = {
+        "run": f"from gpupipe.cli import main; assert main(['run', {str(cfg)!r}]) == 0",
+        "worker": f"from gpupipe.run.executors import _worker_init; _worker_init(); {kernel}",
+        "import only": kernel,
+    }
+    loaded = {}
+    for name, code in checks.items():
+        out = subprocess.run([sys.executable, "-c", f"import sys; {code}; print('awkward' in sys.modules)"],
+                             capture_output=True, text=True, env=dict(os.environ), timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        loaded[name] = out.stdout.strip().splitlines()[-1]
+    assert loaded == {"run": "False", "worker": "False", "import only": "True"}

@@ -10,6 +10,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 from gpupipe import retries
+from gpupipe._numba_cache import skip_numba_extensions
 from gpupipe.config import ExecutorConfig, GpuClusterConfig
 from gpupipe.run import interrupt
 
@@ -115,6 +116,7 @@ def _worker_init() -> None:
     threading.Thread(target=orphaned, name="gpupipe-orphan-check", daemon=True).start()
     log.setLevel(logging.INFO)
     log.propagate = False
+    skip_numba_extensions()
     try:
         import numba
 
