@@ -3,14 +3,15 @@
 `jsonl.iter_jsonl` reads a line at a time in Python (orjson, one dict per record): exact about every odd record, but
 bound to one core by the GIL, and most of a run's read time. Most crawl JSONL is regular: UTF-8, one flat object a
 line, every record with the same fields. Such a file is parsed here in blocks of about BLOCK_BYTES by Arrow's JSON
-reader (C++, its own threads, the GIL released) into the columns `text_document` would have made.
+reader (C++, the GIL released; one thread a block: the read stage already runs a task per core) into the columns
+`text_document` would have made.
 
 A block is taken only when it is certain to give what the line reader gives; anything else raises `Irregular` and the
 caller reads the whole file the line-at-a-time way (so one file is never read two ways, and the line reader's
-rejections and messages stay the only ones): a blank line, a CR, a BOM, a line over max_doc_bytes, invalid UTF-8, a
-lone-surrogate escape, a value Arrow types otherwise than json does (a timestamp-looking string, a 19-digit integer,
-a nested value), a field missing or null in some records (pandas would order the columns otherwise), a text that is
-not a string, an `html` field, a damaged or cut-off compressed stream.
+rejections and messages stay the only ones): a blank line, a CR, a BOM, a line over max_doc_bytes or longer than a
+block, invalid UTF-8, a lone-surrogate escape, a value Arrow types otherwise than json does (a timestamp-looking
+string, a 19-digit integer, a nested value), a field missing or null in some records (pandas would order the columns
+otherwise), a text that is not a string, an `html` field, a damaged or cut-off compressed stream.
 """
 from __future__ import annotations
 
