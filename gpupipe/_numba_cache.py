@@ -183,4 +183,3 @@ def skip_numba_extensions() -> None:
     except ImportError:
         return
     entrypoints._already_initialized = True
-

@@ -155,10 +155,15 @@ def skipped_phase(stage: ReadStage, run: PhaseRun) -> None:
         run.dir.rejects.mkdir(parents=True, exist_ok=True)
         with open(run.dir.rejects / "entries.jsonl", "w", encoding="utf-8") as rej:
             for position, (path, what) in enumerate(stage.unreadable):
-                rej.write(json.dumps({"file": path, "reason": "not_regular_file", "position": position,
-                                      "detail": f"{path}: {what}, not read"}, ensure_ascii=False) + "\n")
+                rej.write(_reject_line(path, "not_regular_file", position, f"{path}: {what}, not read"))
         run.total.docs_in += len(stage.unreadable)
         run.total.removed["not_regular_file"] += len(stage.unreadable)
+
+
+def _reject_line(path: str, reason: str, position: int, detail: str) -> str:
+    """One line of the read stage's rejects (rejects/*.jsonl): a record that never became a document."""
+    return json.dumps({"file": path, "reason": reason, "position": position, "detail": detail},
+                      ensure_ascii=False) + "\n"
 
 
 def _names(paths: list[str]) -> str:
@@ -282,8 +287,7 @@ def read_file_task(file_no: int, path: str, fmt: str, text_field: str, source: s
             stats.docs_in += 1
             if isinstance(rec, Rejected):
                 stats.removed[rec.reason] += 1
-                rej.write(json.dumps({"file": path, "reason": rec.reason, "position": rec.position,
-                                      "detail": rec.detail}, ensure_ascii=False) + "\n")
+                rej.write(_reject_line(path, rec.reason, rec.position, rec.detail))
                 continue
             row = _record_row(rec, file_no, record_no, source, path, crawl_id)
             if "charset_source" in row:
@@ -364,9 +368,8 @@ def _read_jsonl_blocks(file_no: int, path: str, text_field: str, source: str, pa
                 for i in np.flatnonzero(block.empty_text).tolist():   # what _item rejects, in the same words
                     stats.removed["missing_text"] += 1
                     lineno = block.first_line + i
-                    rej.write(json.dumps({"file": path, "reason": "missing_text", "position": lineno,
-                                          "detail": f"{path}:{lineno}: {missing_text_detail('', text_field, ())}"},
-                                         ensure_ascii=False) + "\n")
+                    rej.write(_reject_line(path, "missing_text", lineno,
+                                           f"{path}:{lineno}: {missing_text_detail('', text_field, ())}"))
                 keep = np.flatnonzero(~block.empty_text)
                 table = block.table if keep.size == n else block.table.take(keep)
                 table = _with_record_fields(table, keep + (block.first_line - 1), file_no, source, path,
