@@ -13,7 +13,7 @@ to --work (default TMP/gpupipe_bench_node) as --shards .jsonl.gz files (default:
 2: the read stage is one task per input file, so fewer files than workers would idle the pool while reading).
 --sample K keeps every K-th document first (a quick check; nothing is saved then).
 
-Each run  `gpupipe run cfg.yaml` in a fresh process (the `gpupipe` next to this interpreter), device cpu,
+Each run  `gpupipe run cfg.yaml` in a fresh process (the `gpupipe` next to this interpreter), device cpu (--device),
           `executor: {kind: local, workers: N}`, stages normalize → langid {keep: [en, zh]} → quality →
           exact_dedup → fuzzy_dedup → tokenize {vocab_size: 4096} → pack {seq_len: 2048} (bench_pipeline's gpupipe
           row). workers 1 runs in the driver process; it is pinned to one core (sched_setaffinity, and
@@ -26,6 +26,10 @@ Each run  `gpupipe run cfg.yaml` in a fresh process (the `gpupipe` next to this 
           warmed again when they change: others may be editing the checkout). A run during which the sources changed
           or numba compiled (stats.json `numba_compile_s`, or files added to the cache) is run again (--retries);
           a row still affected is marked "*".
+          --device gpu (on a machine with CuPy and a CUDA device): the same runs with `device: gpu`, the pool one
+          worker smaller (the driver feeds the GPU the device stations, as `workers: auto` leaves it a core); the
+          GPU's busy share over the run is sampled through NVML (pynvml) every 50 ms: profiling/gpu_check.sh's
+          whole-pipeline section runs `--device cpu,gpu` on the lent node, --check-against the model saved here.
 Columns (runs):
   wall s       process start to exit, measured here (imports, pool start, report: all a user waits for)
   MB/s         MB (1e6 bytes) of UTF-8 text of the input (the `text` fields, not the gzip size) / wall s
@@ -154,8 +158,8 @@ def corpus_for(scale: int, docs_of, key: dict, args, work: Path) -> dict:
 # One run
 
 
-def config_text(files: list[str], out: Path, workers: int) -> str:
-    return (f"input:\n  path: {json.dumps(files)}\noutput: {json.dumps(str(out))}\ndevice: cpu\n"
+def config_text(files: list[str], out: Path, workers: int, device: str = "cpu") -> str:
+    return (f"input:\n  path: {json.dumps(files)}\noutput: {json.dumps(str(out))}\ndevice: {device}\n"
             f"executor: {{kind: local, workers: {workers}}}\nstages:\n{bp.STAGES}")
 
 
@@ -220,14 +224,60 @@ def reap_leftovers(grace: float) -> dict:
         time.sleep(0.02)
 
 
+class GpuBusy:
+    """GPU busy share over a run, from NVML (nvidia-ml-py's pynvml) sampled every 50 ms in a thread: the mean of
+    `utilization.gpu` (the share of the last sample period in which a kernel ran) and the peak device memory used.
+    Without pynvml or a device: None."""
+
+    def __init__(self):
+        import threading
+
+        self.samples: list[int] = []
+        self.mem_peak = 0
+        self._stop = threading.Event()
+        self._thread = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml, self._handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:   # no pynvml, no driver, no device: no figure
+            self._nvml = None
+
+    def __enter__(self):
+        import threading
+
+        if self._nvml is not None:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.05):
+            with contextlib.suppress(Exception):
+                self.samples.append(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+                self.mem_peak = max(self.mem_peak, self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> dict:
+        if not self.samples:
+            return {"gpu_busy": None, "gpu_mem_mb": None}
+        return {"gpu_busy": sum(self.samples) / len(self.samples) / 100, "gpu_mem_mb": self.mem_peak / 2**20}
+
+
 def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int, pin: bool,
-                grace: float = 1.0) -> dict:
+                grace: float = 1.0, device: str = "cpu") -> dict:
     """`gpupipe run` in a fresh process: wall, CPU of the whole process tree (the driver by os.wait4, workers it
-    left behind reaped here as a subreaper: RUSAGE_CHILDREN's delta covers both), stats.json's stages."""
+    left behind reaped here as a subreaper: RUSAGE_CHILDREN's delta covers both), stats.json's stages; with device
+    gpu, the GPU's busy share (NVML) over the run."""
     if out.exists():
         shutil.rmtree(out)
     cfg = work / f"{name}.yaml"
-    cfg.write_text(config_text(files, out, workers))
+    cfg.write_text(config_text(files, out, workers, device))
     env = dict(os.environ, NUMBA_CACHE_DIR=str(work / NUMBA_CACHE))
     preexec = None
     if pin:
@@ -241,7 +291,7 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
     busy0 = bp._busy()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    with open(log, "wb") as lf:
+    with open(log, "wb") as lf, (GpuBusy() if device == "gpu" else contextlib.nullcontext()) as gpu:
         proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env, preexec_fn=preexec)
         _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -257,7 +307,8 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
     stats = json.loads((out / "stats.json").read_text())
     stages = stage_rows(stats)
     compile_s = sum(s["compile_s"] for s in stages)
-    return {"workers": workers, "pinned": pin, "wall": wall, "cpu_s": cpu, "cpu_driver_tree": cpu_driver,
+    return {"workers": workers, "pinned": pin, "device": device,
+            **(gpu.result() if gpu is not None else {"gpu_busy": None, "gpu_mem_mb": None}), "wall": wall, "cpu_s": cpu, "cpu_driver_tree": cpu_driver,
             "cpu_left": left["cpu"], "left_behind": left["left"],
             "maxrss_mb": max(ru.ru_maxrss / 1024, left["maxrss_mb"]),
             "others": max(busy - cpu, 0.0) / wall, "stats_seconds": stats["seconds"],
@@ -372,6 +423,7 @@ def choose_model(rows: list[dict], buckets: int) -> tuple[dict | None, dict | No
     """The model from the runs so far: the largest pool worker count N that ran at a size that also has a workers=1
     run; with two or more such sizes, the difference of the two largest (and the largest alone, to compare)."""
     pairs: dict[int, list] = {}
+    rows = [r for r in rows if r["m"].get("device", "cpu") == "cpu"]    # the model is the host's
     for r in rows:
         if r["m"]["workers"] == 1:
             continue
@@ -442,6 +494,11 @@ def note_of(m: dict) -> str:
     return "; ".join(notes)
 
 
+def run_label(m: dict) -> str:
+    """Workers, "p" when pinned to one core, "+gpu" with device gpu (the driver then feeds the GPU)."""
+    return f"{m['workers']}{'p' if m['pinned'] else ''}{'+gpu' if m.get('device') == 'gpu' else ''}"
+
+
 def fmt_rate(x) -> str:
     return "-" if x is None else f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
 
@@ -464,24 +521,31 @@ def report(args, metas: dict, rows: list[dict], warm: dict | None, model: dict |
     if warm:
         L.append(f"numba warm-up (every 20th doc of 1× + an edited copy, workers 1): {warm['wall']:.1f} s wall")
     L.append("config: normalize → langid {keep: [en, zh]} → quality → exact_dedup → fuzzy_dedup → "
-             "tokenize {vocab_size: 4096} → pack {seq_len: 2048}; device cpu; executor {kind: local, workers: N}"
+             "tokenize {vocab_size: 4096} → pack {seq_len: 2048}; device " + args.device.replace(",", " / ")
+             + "; executor {kind: local, workers: N}"
              + ("" if args.no_pin else "; workers 1 pinned to one core (NUMBA_NUM_THREADS=1)"))
     L.append("")
     L.append("Runs (wall and CPU measured from outside: os.wait4 of `gpupipe run` and RUSAGE_CHILDREN, its workers "
              "included" + ("" if args.subreaper else "; NOT workers that outlived the driver: no subreaper") + ")")
     L.append(f"  {'scale':>5} {'workers':>7} {'wall s':>8} {'MB/s':>7} {'CPU s':>8} {'CPU-s/MB':>8} {'busy':>5} "
              f"{'worker MB':>9} {'driver MB':>9} {'largest':>8} {'stages s':>8} {'parts':>5} {'docs out':>9} "
-             f"{'others':>6}  note")
+             f"{'others':>6} {'GPU busy':>8}  note")
     for r in rows:
         m, mb_text = r["m"], r["meta"]["text_bytes"] / 1e6
-        w = f"{m['workers']}{'p' if m['pinned'] else ''}"
+        w = run_label(m)
         L.append(f"  {str(r['scale']) + '×':>5} {w:>7} {m['wall']:>8.1f} {mb_text / m['wall']:>7.3f} "
                  f"{m['cpu_s']:>8.1f} {m['cpu_s'] / mb_text:>8.3f} {m['cpu_s'] / m['wall']:>5.2f} "
                  f"{m['peak_worker']:>9,.0f} {m['peak_driver']:>9,.0f} {m['maxrss_mb']:>8,.0f} "
-                 f"{m['stats_seconds']:>8.1f} {m['partitions']:>5} {m['docs_out']:>9,} {m['others']:>6.2f}  "
+                 f"{m['stats_seconds']:>8.1f} {m['partitions']:>5} {m['docs_out']:>9,} {m['others']:>6.2f} "
+                 f"{'-' if m.get('gpu_busy') is None else format(m['gpu_busy'], '.1%'):>8}  "
                  + ("* " if note_of(m) else "") + note_of(m))
     if any(r["m"]["pinned"] for r in rows):
         L.append("  workers \"1p\": pinned to one core")
+    if any(r["m"].get("device") == "gpu" for r in rows):
+        L.append("  workers \"N+gpu\": device gpu, N pool workers for the host stations and the driver feeding the "
+                 "GPU the device stations; GPU busy: NVML utilization.gpu sampled every 50 ms over the run (the "
+                 "share of time a kernel ran), peak device memory "
+                 + ", ".join(f"{r['m']['gpu_mem_mb']:,.0f} MB" for r in rows if r["m"].get("gpu_mem_mb")))
     for s in metas:
         these = [r for r in rows if r["scale"] == s]
         if not these:
@@ -490,7 +554,7 @@ def report(args, metas: dict, rows: list[dict], warm: dict | None, model: dict |
         L.append(f"Stages at {s}× (stats.json seconds; MB/s of the stage's own bytes_in; share of the run's wall)")
         head = f"  {'stage':<12} {'MB in':>8}"
         for r in these:
-            label = f"w={r['m']['workers']}{'p' if r['m']['pinned'] else ''}"
+            label = f"w={run_label(r['m'])}"
             head += f" | {label + ' s':>9} {'MB/s':>8} {'share':>6}"
         L.append(head)
         base = these[0]["m"]["stages"]
@@ -506,12 +570,12 @@ def report(args, metas: dict, rows: list[dict], warm: dict | None, model: dict |
             fx = r["m"]["wall"] - r["m"]["stats_seconds"]
             line += f" | {fx:>9.2f} {'':>8} {fx / r['m']['wall']:>6.1%}"
         L.append(line + "   (wall minus the stages: start, imports, report)")
-        comp = [f"w={r['m']['workers']}: " + ", ".join(f"{x['name']} {x['compile_s']:.1f}" for x in r["m"]["stages"]
+        comp = [f"w={run_label(r['m'])}: " + ", ".join(f"{x['name']} {x['compile_s']:.1f}" for x in r["m"]["stages"]
                                                     if x["compile_s"]) for r in these
                 if any(x["compile_s"] for x in r["m"]["stages"])]
         if comp:
             L.append("  numba compile s inside the stage times: " + " | ".join(comp))
-        pq = [f"w={r['m']['workers']}{'p' if r['m']['pinned'] else ''}: "
+        pq = [f"w={run_label(r['m'])}: "
               + ", ".join(f"{x['name']} {x['p50']:.2f}/{x['p99']:.2f}"
                                                    for x in r["m"]["stages"] if x.get("p50") is not None)
               for r in these]
@@ -628,10 +692,11 @@ def check_lines(path: str, rows: list[dict], gpu_rates: dict) -> list[str]:
         m = r["m"]
         if m["workers"] == 1:
             continue
-        p = predict(model, m["workers"], 0, gpu_rates)
+        gpus = 1 if m.get("device") == "gpu" else 0      # the feeder's core comes on top of the pool's workers
+        p = predict(model, m["workers"] + gpus, gpus, gpu_rates)
         mb_text = r["meta"]["text_bytes"] / 1e6
         got = mb_text / m["stats_seconds"]
-        L.append(f"  {r['scale']}× workers {m['workers']}: predicted {p['mb_s']:.2f}, measured {got:.2f} "
+        L.append(f"  {r['scale']}× workers {run_label(m)}: predicted {p['mb_s']:.2f}, measured {got:.2f} "
                  f"({mb_text / m['wall']:.2f}): {got / p['mb_s']:.2f}× the prediction")
         for st in model["stages"]:
             x = next((s for s in m["stages"] if s["name"] == st["name"]), None)
@@ -651,6 +716,10 @@ def main() -> int:
     ap.add_argument("--scale", default="1,4,16", help="sizes, multiples of the corpus (default 1,4,16)")
     ap.add_argument("--workers", default="1,2,<cores>",
                     help=f"worker counts (default 1,2,<cores>; here <cores> = {cores}; deduplicated)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, gpu or cpu,gpu: each worker count runs on each; a gpu run's pool gets one worker "
+                         "fewer (the driver feeds the GPU, as `workers: auto` leaves it a core) and its GPU busy "
+                         "share is sampled (NVML)")
     ap.add_argument("--sample", type=int, default=1, help="keep every K-th document (quick check, not saved)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", type=int, default=0,
@@ -677,6 +746,9 @@ def main() -> int:
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     scales = ints(args.scale)
     workers = parse_workers(args.workers, cores)
+    devices = [d.strip() for d in args.device.split(",") if d.strip()]
+    if not devices or set(devices) - {"cpu", "gpu"}:
+        raise SystemExit(f"--device: {args.device!r}: expected cpu, gpu or cpu,gpu")
     args.model_cores_list, model_gpus = ints(args.model_cores), ints(args.model_gpus)
     args.shards = args.shards or max(2, max(workers))
     gpu_rates = {}
@@ -726,24 +798,26 @@ def main() -> int:
         sample = [d for f in one["files"] for d in bp.read_corpus(f, 20)]
         wm = bp.write_scaled(sample, 2, args.shards, args.seed, work / "corpus-warm",
                              {**key, "scale": "warm", "copies": 2})
-        m = run_gpupipe(wm["files"], work / "run-warm", work, "gpupipe-warm", 1, False)
-        shutil.rmtree(work / "run-warm", ignore_errors=True)
+        for d in devices:     # device gpu: CuPy's kernels are compiled (NVRTC) and cached too
+            m = run_gpupipe(wm["files"], work / "run-warm", work, f"gpupipe-warm-{d}", 1, False, device=d)
+            shutil.rmtree(work / "run-warm", ignore_errors=True)
         print(f"warm-up (sources {digest}): {m['wall']:.1f} s", flush=True)
         warmed["digest"] = digest if not m["sources_changed"] else None
         warmed["first"] = warmed["first"] or m
 
-    def timed(scale: int, n: int) -> dict:
+    def timed(scale: int, n: int, device: str) -> dict:
         cold = None
-        out = work / f"run-{scale}x-w{n}"
+        out = work / f"run-{scale}x-w{n}-{device}"
         for attempt in range(args.retries + 1):
             warm_up()
             bp.wait_quiet(args.wait_idle, args.idle_cores)
             warm_up()       # the sources may have changed while waiting: gpupipe would drop the cache
-            m = run_gpupipe(metas[scale]["files"], out, work, f"gpupipe-{scale}x-w{n}", n, n == 1 and not args.no_pin)
+            m = run_gpupipe(metas[scale]["files"], out, work, f"gpupipe-{scale}x-w{n}-{device}", n,
+                            n == 1 and device == "cpu" and not args.no_pin, device=device)
             if not m["sources_changed"] and not m["compiled"]:
                 break
             why = "gpupipe's sources changed" if m["sources_changed"] else "numba compiled"
-            print(f"  {scale}× workers {n}: {why} during the run ({m['wall']:.1f} s; attempt {attempt + 1})",
+            print(f"  {scale}× workers {n} {device}: {why} during the run ({m['wall']:.1f} s; attempt {attempt + 1})",
                   flush=True)
             cold = cold or m
         if cold is not None:
@@ -760,39 +834,40 @@ def main() -> int:
     while dest.exists():
         dest = RESULTS / f"node_bench_{stamp}_{k}.txt"
         k += 1
-    for s in scales:
-        for n in workers:
-            m = timed(s, n)
-            mb_text = metas[s]["text_bytes"] / 1e6
-            print(f"{s}× workers {n}{' (pinned)' if m['pinned'] else ''}: {m['wall']:.1f} s wall, "
-                  f"{mb_text / m['wall']:.2f} MB/s, CPU {m['cpu_s']:.1f} s ({m['cpu_s'] / m['wall']:.2f} busy)",
-                  flush=True)
-            rows.append({"scale": s, "meta": metas[s], "m": m})
-            model, single, preds = choose_model(rows, args.buckets)
-            if model:
-                for c in args.model_cores_list:
-                    preds.append(predict(model, c, 0, gpu_rates))
-                    for g in model_gpus:
-                        if g < c:
-                            preds.append(predict(model, c, g, gpu_rates))
-            check = check_lines(args.check_against, rows, gpu_rates) if args.check_against else []
-            if model and single:
-                model["single_16"] = predict(single, 16, 0, gpu_rates)["mb_s"]
-            text = report(args, metas, rows, warmed["first"], model, preds, gpu_rates, check)
-            done = len(rows) == len(scales) * len(workers)
-            if not done:
-                text += f"(partial: {len(rows)} of {len(scales) * len(workers)} runs done)\n"
-            result = {"date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}", "cores": cores,
-                      "digest": sorted({r['m']['digest'] for r in rows}), "corpus": args.corpus,
-                      "sample": args.sample, "rows": [{"scale": r["scale"], "text_bytes": r["meta"]["text_bytes"],
-                                                       **r["m"]} for r in rows],
-                      "model": model, "predictions": preds, "gpu_rates": gpu_rates}
-            (work / "last_report.txt").write_text(text)
-            (work / "last_results.json").write_text(json.dumps(result, indent=1, default=str))
-            if save:
-                RESULTS.mkdir(parents=True, exist_ok=True)
-                dest.write_text(text)
-                dest.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+    runs = [(s, d, max(1, n - 1) if d == "gpu" and n > 1 else n) for s in scales for d in devices for n in workers]
+    for s, d, n in runs:
+        m = timed(s, n, d)
+        mb_text = metas[s]["text_bytes"] / 1e6
+        busy_gpu = "" if m["gpu_busy"] is None else f", GPU busy {m['gpu_busy']:.1%}"
+        print(f"{s}× workers {run_label(m)}: {m['wall']:.1f} s wall, "
+              f"{mb_text / m['wall']:.2f} MB/s, CPU {m['cpu_s']:.1f} s ({m['cpu_s'] / m['wall']:.2f} busy)"
+              + busy_gpu, flush=True)
+        rows.append({"scale": s, "meta": metas[s], "m": m})
+        model, single, preds = choose_model(rows, args.buckets)
+        if model:
+            for c in args.model_cores_list:
+                preds.append(predict(model, c, 0, gpu_rates))
+                for g in model_gpus:
+                    if g < c:
+                        preds.append(predict(model, c, g, gpu_rates))
+        check = check_lines(args.check_against, rows, gpu_rates) if args.check_against else []
+        if model and single:
+            model["single_16"] = predict(single, 16, 0, gpu_rates)["mb_s"]
+        text = report(args, metas, rows, warmed["first"], model, preds, gpu_rates, check)
+        done = len(rows) == len(runs)
+        if not done:
+            text += f"(partial: {len(rows)} of {len(runs)} runs done)\n"
+        result = {"date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}", "cores": cores,
+                  "digest": sorted({r['m']['digest'] for r in rows}), "corpus": args.corpus,
+                  "sample": args.sample, "rows": [{"scale": r["scale"], "text_bytes": r["meta"]["text_bytes"],
+                                                   **r["m"]} for r in rows],
+                  "model": model, "predictions": preds, "gpu_rates": gpu_rates}
+        (work / "last_report.txt").write_text(text)
+        (work / "last_results.json").write_text(json.dumps(result, indent=1, default=str))
+        if save:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text)
+            dest.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
     print()
     print(text)
     if save:

