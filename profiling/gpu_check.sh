@@ -39,6 +39,9 @@ DEFAULT_PY=python3
 PY="${PYTHON:-$DEFAULT_PY}"
 BUDGET="${GPU_CHECK_BUDGET:-470}"
 E2E_GB="${GPU_CHECK_E2E_GB:-4}"
+ONLY="${GPU_CHECK_ONLY:-}"     # an extended regex: only the sections whose names match it run (a second call's)
+NODE_WORKERS="${GPU_CHECK_NODE_WORKERS:-1,cores}"
+NODE_DEVICES="${GPU_CHECK_NODE_DEVICES:-cpu,gpu}"
 
 if ! "$PY" -c 'import sys, cupy; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 1)' 2>/dev/null; then
     if ((!ALLOW_NO_GPU)); then
@@ -64,6 +67,11 @@ section() {
     local limit=$((max < left ? max : left))
     echo
     echo "== $name"
+    if [[ -n "$ONLY" ]] && ! grep -qiE "$ONLY" <<<"$name"; then
+        echo "SKIP: not selected (GPU_CHECK_ONLY=$ONLY)"
+        TABLE+=("$(printf '%-58s %-8s %6s' "$name" "unsel" "-")")
+        return
+    fi
     if ((limit < 20)); then
         echo "SKIP: ${left}s of the ${BUDGET}s budget left"
         TABLE+=("$(printf '%-58s %-8s %6s' "$name" "SKIP" "-")")
@@ -130,22 +138,25 @@ NODE_MODEL="$(ls "$REPO"/profiling/results/node_bench_*.json 2>/dev/null | sort 
 whole_pipeline() {
     local work rc=0
     work="$(mktemp -d)"
-    # from the shim folder: `python -m gpupipe` puts the current folder first on sys.path (see the pytest note)
-    env -C "$SHIM" "$PY" "$REPO/profiling/bench_node.py" "$CORPUS" --scale 1 --workers 1,cores --device cpu,gpu \
-        --retries 1 \
-        --wait-idle 0 --no-save --work "$work" ${NODE_MODEL:+--check-against "$NODE_MODEL"} || rc=$?
+    # from the shim folder: `python -m gpupipe` puts the current folder first on sys.path (see the pytest note);
+    # its own timeout, under the section's, so that what it measured is copied out even when it runs long
+    env -C "$SHIM" timeout -k 5 "$NODE_LIMIT" "$PY" "$REPO/profiling/bench_node.py" "$CORPUS" --scale 1 \
+        --workers "$NODE_WORKERS" --device "$NODE_DEVICES" --retries 1 --wait-idle 0 --no-save --work "$work" \
+        ${NODE_MODEL:+--check-against "$NODE_MODEL"} || rc=$?
     if [[ -n "${OUT:-}" ]]; then
         cp "$work/last_report.txt" "$OUT/node_report.txt" 2>/dev/null
         cp "$work/last_results.json" "$OUT/node_results.json" 2>/dev/null
-        tail -n 60 "$work"/gpupipe-1x-*gpu.log > "$OUT/node_gpu_run_log.txt" 2>/dev/null
+        for f in "$work"/gpupipe-*gpu.log; do echo "### $f"; tail -n 70 "$f"; done > "$OUT/node_gpu_logs.txt" 2>&1
     fi
     rm -rf "$work"
     return "$rc"
 }
 if [[ -f "$CORPUS" ]]; then
     export -f whole_pipeline    # `timeout` runs programs: the function goes through bash -c
-    export PY CORPUS NODE_MODEL SHIM REPO
-    section "whole pipeline: gpupipe run, 1x corpus, 1 core / all, cpu / gpu" 210 bash -c whole_pipeline
+    NODE_MAX=210
+    NODE_LIMIT=$(( (NODE_MAX < BUDGET - SECONDS ? NODE_MAX : BUDGET - SECONDS) - 15 ))
+    export PY CORPUS NODE_MODEL SHIM REPO NODE_WORKERS NODE_DEVICES NODE_LIMIT
+    section "whole pipeline: gpupipe run, 1x corpus, 1 core / all, cpu / gpu" "$NODE_MAX" bash -c whole_pipeline
 else
     echo; echo "== whole pipeline: skipped, no corpus at $CORPUS (GPU_CHECK_CORPUS)"
     TABLE+=("$(printf '%-58s %-8s %6s' "whole pipeline: gpupipe run" "SKIP" "-")")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))   # kernel_text: the tests' documents
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))   # kernel_text: the tests' documents
 
 
 def documents(mb: float):
