@@ -320,3 +320,20 @@ def test_gpu_checks_end_to_end_script_at_small_size(gpu_standin, tmp_path, monke
     assert script.main() == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "overlapped" in out and "step by step" in out
+
+
+def test_gpu_kernel_smoke_script_at_small_size(gpu_standin, monkeypatch, capsys):
+    """profiling/gpu_kernel_smoke.py (gpu_check.sh's smoke and compute-sanitizer rows) in this process through the
+    stand-in: it finds the tests' document maker (on a device it once failed on that import alone) and every kernel
+    it launches agrees with its CPU twin."""
+    import importlib.util
+
+    from tests.helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location("gpu_kernel_smoke", ROOT / "profiling" / "gpu_kernel_smoke.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr("sys.argv", ["gpu_kernel_smoke.py", "--mb", "0.02"])
+    assert script.main() == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "0 of " in out and "checks failed" in out and "ok   jaccard" in out
