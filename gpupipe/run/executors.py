@@ -19,7 +19,8 @@ log = logging.getLogger("gpupipe")
 
 class LocalExecutor:
     """One machine. `processes` > 1: every task (a partition through a fused chain, a phase's task, an input file)
-    runs in a pool of that many worker processes (spawned: safe after Rust-threaded libraries), each keeping its
+    runs in a pool of that many worker processes (forked from a fork server, or spawned: never forked from this
+    process, which is unsafe after Rust-threaded libraries), each keeping its
     stage instances, models and compiled kernels for the whole run; results come back in input order. The pool
     outlives the run (`shared_pool`): a process that runs several pipelines (warm-up, tests, a notebook) starts its
     workers once. 1: tasks in this process, in input order; then `threads` > 1 runs the tasks of a `stateless` map
@@ -72,14 +73,43 @@ def _in_a_child_process() -> bool:
 _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
 
 
+# What a worker imports before its first task, once: in the fork server, whose forks then start with it loaded.
+WORKER_PRELOAD = ["gpupipe.cli", "gpupipe.run.tasks", "gpupipe.stages"]
+
+
+def worker_context():
+    """How pool workers start: forked from a fork server where one is available (Linux, macOS), else spawned.
+
+    A spawned worker imports gpupipe, pandas, numba and pyarrow itself before its first task: ~3 CPU-s each on a
+    small VM, paid by every worker of every run (16 workers on a 16-core node spent 5x the CPU of one process on the
+    39 MB corpus). The fork server is a fresh interpreter (exec'd, like a spawned worker: no thread of this process
+    is copied, so forking is safe after Rust-threaded libraries ran here) that imports WORKER_PRELOAD once; each
+    worker is a fork of it. It exits when this process does; its workers then see their parent change and exit."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(WORKER_PRELOAD)
+    return ctx
+
+
+def start_workers_early(processes: int) -> None:
+    """Start the fork server now (it imports while this process reads its input), when a pool will be used."""
+    if processes > 1 and not _POOLS and not _in_a_child_process():
+        ctx = worker_context()
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+
 def shared_pool(processes: int) -> concurrent.futures.ProcessPoolExecutor:
-    """This process's pool of `processes` spawned workers, started on first use."""
+    """This process's pool of `processes` workers (worker_context), started on first use."""
     pool = _POOLS.get(processes)
     if pool is None:
-        import multiprocessing
-
         pool = _POOLS[processes] = concurrent.futures.ProcessPoolExecutor(
-            processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+            processes, mp_context=worker_context(), initializer=_worker_init)
     return pool
 
 
@@ -106,7 +136,7 @@ def _worker_init() -> None:
     import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    driver = os.getppid()
+    driver = os.getppid()   # the driver, or the fork server, which exits when the driver does
 
     def orphaned() -> None:
         while os.getppid() == driver:
@@ -350,5 +380,6 @@ def make_executor(cfg: ExecutorConfig, device: str, log_file: str | None = None,
         workers = max(1, workers - 1)
     # in this process (one worker): the phases' tasks still take a thread per core
     threads = cfg.worker_count() if workers == 1 and cfg.workers == "auto" else workers
+    start_workers_early(workers)
     return LocalExecutor(threads=threads, processes=workers, log_file=log_file,
                          storage_options=storage.current_options(), device=device)
