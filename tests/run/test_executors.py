@@ -2,6 +2,7 @@
 real (no turn-taking: tests/helpers/interleave.py proves the hooks keep no state), with results in input order, errors
 raised, and the run's files byte-identical to one thread."""
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -105,6 +106,36 @@ def test_pool_runs_tasks_in_worker_processes_in_input_order():
         assert os.getpid() not in pids and len(pids) == 2       # both workers took tasks, none ran here
         again = {pid for pid, _ in ex.map(_pid_after, [0.2] * 4, list(range(4)))}
         assert again == pids          # the same processes for the whole run: their stage caches persist
+    finally:
+        ex.close()
+
+
+def _parent_and_loaded(_):
+    import os
+    import sys
+
+    return os.getppid(), "pandas" in sys.modules and "gpupipe.stages" in sys.modules
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fork server on Windows: workers are spawned there")
+def test_pool_workers_are_forks_of_a_fork_server_that_imported_the_stages():
+    """Workers never fork the driver (unsafe after Rust-threaded libraries) and never import gpupipe themselves
+    (~3 CPU-s each): they are forks of one server process that imported it, which is not the driver."""
+    import os
+
+    import psutil
+
+    from gpupipe.run.executors import WORKER_PRELOAD, worker_context
+
+    assert worker_context().get_start_method() == "forkserver" and "gpupipe.stages" in WORKER_PRELOAD
+    ex = LocalExecutor(processes=2)
+    try:
+        out = ex.map(_parent_and_loaded, [0, 1, 2, 3])
+        parents = {ppid for ppid, _ in out}
+        assert all(loaded for _, loaded in out)
+        assert len(parents) == 1 and os.getpid() not in parents
+        server = psutil.Process(parents.pop())
+        assert server.ppid() == os.getpid() and "forkserver" in " ".join(server.cmdline())
     finally:
         ex.close()
 
