@@ -106,6 +106,7 @@ PIPELINE_WORK = Path(tempfile.gettempdir()) / "gpupipe_bench_pipeline"
 WORK = Path(tempfile.gettempdir()) / "gpupipe_bench_node"
 FALLBACK_DRIVER_PHASES = {"read": {"skipped"}}   # stages not in gpupipe.stages.STAGES (read is built by the engine)
 DEFAULT_BUCKETS = 8
+DEFAULT_WORKERS = 0   # --workers default: no executor in the config
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -131,8 +132,10 @@ def parse_workers(spec: str, cores: int) -> list[int]:
         x = x.strip()
         if not x:
             continue
-        n = cores if x in ("<cores>", "cores", "auto") else int(x)
-        if n < 1:
+        # "default": the config names no executor, as a user's run (`workers: auto` decides: in-process threads or
+        # the pool, by the input's size); kept as 0
+        n = DEFAULT_WORKERS if x == "default" else cores if x in ("<cores>", "cores", "auto") else int(x)
+        if n < 1 and n != DEFAULT_WORKERS:
             raise SystemExit(f"--workers: {x!r} is not a worker count")
         if n not in out:
             out.append(n)
@@ -159,8 +162,9 @@ def corpus_for(scale: int, docs_of, key: dict, args, work: Path) -> dict:
 
 
 def config_text(files: list[str], out: Path, workers: int, device: str = "cpu") -> str:
+    executor = "" if workers == DEFAULT_WORKERS else f"executor: {{kind: local, workers: {workers}}}\n"
     return (f"input:\n  path: {json.dumps(files)}\noutput: {json.dumps(str(out))}\ndevice: {device}\n"
-            f"executor: {{kind: local, workers: {workers}}}\nstages:\n{bp.STAGES}")
+            f"{executor}stages:\n{bp.STAGES}")
 
 
 def stage_rows(stats: dict) -> list[dict]:
@@ -307,8 +311,8 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
     stats = json.loads((out / "stats.json").read_text())
     stages = stage_rows(stats)
     compile_s = sum(s["compile_s"] for s in stages)
-    return {"workers": workers, "pinned": pin, "device": device,
-            **(gpu.result() if gpu is not None else {"gpu_busy": None, "gpu_mem_mb": None}), "wall": wall, "cpu_s": cpu, "cpu_driver_tree": cpu_driver,
+    gpu_figures = gpu.result() if gpu is not None else {"gpu_busy": None, "gpu_mem_mb": None}
+    return {"workers": workers, "pinned": pin, "device": device, **gpu_figures, "wall": wall, "cpu_s": cpu, "cpu_driver_tree": cpu_driver,
             "cpu_left": left["cpu"], "left_behind": left["left"],
             "maxrss_mb": max(ru.ru_maxrss / 1024, left["maxrss_mb"]),
             "others": max(busy - cpu, 0.0) / wall, "stats_seconds": stats["seconds"],
@@ -423,7 +427,8 @@ def choose_model(rows: list[dict], buckets: int) -> tuple[dict | None, dict | No
     """The model from the runs so far: the largest pool worker count N that ran at a size that also has a workers=1
     run; with two or more such sizes, the difference of the two largest (and the largest alone, to compare)."""
     pairs: dict[int, list] = {}
-    rows = [r for r in rows if r["m"].get("device", "cpu") == "cpu"]    # the model is the host's
+    # the model is the host's, from explicit worker counts
+    rows = [r for r in rows if r["m"].get("device", "cpu") == "cpu" and r["m"]["workers"] != DEFAULT_WORKERS]
     for r in rows:
         if r["m"]["workers"] == 1:
             continue
@@ -496,7 +501,8 @@ def note_of(m: dict) -> str:
 
 def run_label(m: dict) -> str:
     """Workers, "p" when pinned to one core, "+gpu" with device gpu (the driver then feeds the GPU)."""
-    return f"{m['workers']}{'p' if m['pinned'] else ''}{'+gpu' if m.get('device') == 'gpu' else ''}"
+    n = "default" if m["workers"] == DEFAULT_WORKERS else m["workers"]
+    return f"{n}{'p' if m['pinned'] else ''}{'+gpu' if m.get('device') == 'gpu' else ''}"
 
 
 def fmt_rate(x) -> str:
@@ -693,7 +699,8 @@ def check_lines(path: str, rows: list[dict], gpu_rates: dict) -> list[str]:
         if m["workers"] == 1:
             continue
         gpus = 1 if m.get("device") == "gpu" else 0      # the feeder's core comes on top of the pool's workers
-        p = predict(model, m["workers"] + gpus, gpus, gpu_rates)
+        cores = bp_cores() if m["workers"] == DEFAULT_WORKERS else m["workers"] + gpus
+        p = predict(model, cores, gpus, gpu_rates)
         mb_text = r["meta"]["text_bytes"] / 1e6
         got = mb_text / m["stats_seconds"]
         L.append(f"  {r['scale']}× workers {run_label(m)}: predicted {p['mb_s']:.2f}, measured {got:.2f} "
@@ -701,7 +708,7 @@ def check_lines(path: str, rows: list[dict], gpu_rates: dict) -> list[str]:
         for st in model["stages"]:
             x = next((s for s in m["stages"] if s["name"] == st["name"]), None)
             if x:
-                want = stage_time(st, m["workers"], model["buckets"]) * mb_text
+                want = stage_time(st, cores - gpus, model["buckets"]) * mb_text
                 L.append(f"      {st['name']:<12} predicted {want:>8.2f} s, measured {x['seconds']:>8.2f} s")
     return L
 
@@ -715,7 +722,8 @@ def main() -> int:
     ap.add_argument("corpus", help="CORPUS.jsonl[.gz] with id, lang, text")
     ap.add_argument("--scale", default="1,4,16", help="sizes, multiples of the corpus (default 1,4,16)")
     ap.add_argument("--workers", default="1,2,<cores>",
-                    help=f"worker counts (default 1,2,<cores>; here <cores> = {cores}; deduplicated)")
+                    help=f"worker counts (default 1,2,<cores>; here <cores> = {cores}; deduplicated); 'default': "
+                         "the config names no executor, as a user's run (workers: auto chooses)")
     ap.add_argument("--device", default="cpu",
                     help="cpu, gpu or cpu,gpu: each worker count runs on each; a gpu run's pool gets one worker "
                          "fewer (the driver feeds the GPU, as `workers: auto` leaves it a core) and its GPU busy "
@@ -834,7 +842,7 @@ def main() -> int:
     while dest.exists():
         dest = RESULTS / f"node_bench_{stamp}_{k}.txt"
         k += 1
-    runs = [(s, d, max(1, n - 1) if d == "gpu" and n > 1 else n) for s in scales for d in devices for n in workers]
+    runs = [(s, d, n - 1 if d == "gpu" and n > 1 else n) for s in scales for d in devices for n in workers]
     for s, d, n in runs:
         m = timed(s, n, d)
         mb_text = metas[s]["text_bytes"] / 1e6

@@ -3,7 +3,7 @@
 # (GPU_CHECK_BUDGET seconds, default 470: every section's timeout is cut to what is left, and a section
 # that would get under 20 s is skipped and says so). Sections, most important first:
 #   machine info; the whole default text pipeline through `gpupipe run` on this node (profiling/bench_node.py:
-#   the 39 MB corpus, carried as .devdata/corpus.jsonl.gz, on one pinned core and on every core, device cpu and
+#   the 39 MB corpus, carried as .devdata/corpus.jsonl.gz, as a user runs it and with a worker per core, device cpu and
 #   gpu: node MB/s, CPU-s/MB, GPU busy share by NVML, and the 2-core machine's node model checked against it);
 #   the kernel tests (GPU parity with the CPU twins, grid-stride and > 2^31-byte sizes,
 #   the near-dedup chain on the device, nvcc compiles); every kernel once on ~1 MB on the default
@@ -23,7 +23,8 @@
 #   GPU_CHECK_ONLY='whole pipeline|near dedup|benchmark: (text|minhash|ngram)' bash profiling/gpu_check.sh
 #   GPU_CHECK_ONLY='tests|every kernel|sanitizer|DLPack|classifier|NVRTC' bash profiling/gpu_check.sh
 # GPU_CHECK_ONLY (an extended regex over section names) runs only the sections it matches;
-# GPU_CHECK_NODE_WORKERS (default 1,cores) and GPU_CHECK_NODE_DEVICES (default cpu,gpu) narrow the node bench.
+# GPU_CHECK_NODE_WORKERS (default "default,cores": a user's run, and a worker per core) and GPU_CHECK_NODE_DEVICES
+# (default "cpu,gpu") narrow the node bench.
 #
 # Without a visible GPU it fails (exit 2) unless told --allow-no-gpu: then it runs the CuPy stand-in rows
 # (profiling/gpu_standin_rows.py: every GPU host path, stream-checked, equal to the CPU) and prints the figures
@@ -48,7 +49,7 @@ PY="${PYTHON:-$DEFAULT_PY}"
 BUDGET="${GPU_CHECK_BUDGET:-470}"
 E2E_GB="${GPU_CHECK_E2E_GB:-4}"
 ONLY="${GPU_CHECK_ONLY:-}"     # an extended regex: only the sections whose names match it run (a second call's)
-NODE_WORKERS="${GPU_CHECK_NODE_WORKERS:-1,cores}"
+NODE_WORKERS="${GPU_CHECK_NODE_WORKERS:-default,cores}"
 NODE_DEVICES="${GPU_CHECK_NODE_DEVICES:-cpu,gpu}"
 
 if ! "$PY" -c 'import sys, cupy; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 1)' 2>/dev/null; then
@@ -120,7 +121,8 @@ export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G "$REPO/.whl/*.whl" >/dev/null; then
     SITE="$(mktemp -d)"
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$REPO"/.whl/*.whl \
-        && export PYTHONPATH="$PYTHONPATH:$SITE" PATH="$SITE/bin:$PATH" && echo "wheels from .whl: $(ls "$REPO/.whl" | wc -l) installed" \
+        && export PYTHONPATH="$PYTHONPATH:$SITE" PATH="$SITE/bin:$PATH" \
+        && echo "wheels from .whl: $(ls "$REPO/.whl" | wc -l) installed" \
         || echo "wheels from .whl could not be installed"
 fi
 
@@ -139,8 +141,9 @@ KERNEL_TESTS=("$REPO/tests/kernels" --ignore "$REPO/tests/kernels/test_fasttext_
               --ignore "$REPO/tests/kernels/test_gpu_standin_paths.py")   # the stand-in: CI and --allow-no-gpu
 
 # The whole default text pipeline on this node (#30): `gpupipe run` on the 39 MB en+zh corpus (GPU_CHECK_CORPUS,
-# default .devdata/corpus.jsonl.gz: carry it), one core pinned and every core, device cpu and gpu: node MB/s,
-# CPU-s/MB, GPU busy share (NVML), against the node model the 2-core machine predicted (profiling/results/).
+# default .devdata/corpus.jsonl.gz: carry it), the config's default executor and a worker per core, device cpu and
+# gpu: node MB/s, CPU-s/MB, GPU busy share (NVML), against the node model the 2-core machine predicted
+# (profiling/results/node_bench_*.json, the newest).
 CORPUS="${GPU_CHECK_CORPUS:-$REPO/.devdata/corpus.jsonl.gz}"
 NODE_MODEL="$(ls "$REPO"/profiling/results/node_bench_*.json 2>/dev/null | sort | tail -n 1)"
 whole_pipeline() {
@@ -170,12 +173,12 @@ whole_pipeline() {
 }
 if [[ -f "$CORPUS" ]]; then
     export -f whole_pipeline    # `timeout` runs programs: the function goes through bash -c
-    NODE_MAX=270
+    NODE_MAX=330
     NODE_PROFILE_S=0
     command -v py-spy >/dev/null && NODE_PROFILE_S=60
     NODE_LIMIT=$(( (NODE_MAX < BUDGET - SECONDS ? NODE_MAX : BUDGET - SECONDS) - 15 - NODE_PROFILE_S ))
     export PY CORPUS NODE_MODEL SHIM REPO NODE_WORKERS NODE_DEVICES NODE_LIMIT NODE_PROFILE_S
-    section "whole pipeline: gpupipe run, 1x corpus, 1 core / all, cpu / gpu" "$NODE_MAX" bash -c whole_pipeline
+    section "whole pipeline: gpupipe run, 1x corpus, default / all cores, cpu / gpu" "$NODE_MAX" bash -c whole_pipeline
 else
     echo; echo "== whole pipeline: skipped, no corpus at $CORPUS (GPU_CHECK_CORPUS)"
     TABLE+=("$(printf '%-58s %-8s %6s' "whole pipeline: gpupipe run" "SKIP" "-")")
