@@ -185,8 +185,11 @@ else
 fi
 
 if "$PY" -c 'import pytest' 2>/dev/null; then
-    section "tests: kernels (GPU parity, scale, device chain), nvcc" 150 \
-        "${BARE_PYTEST[@]}" "${KERNEL_TESTS[@]}"
+    # the slowest tests named, and (with pytest-timeout) a stuck one failed on its own rather than the section
+    PER_TEST=(--durations=15)
+    "$PY" -c 'import pytest_timeout' 2>/dev/null && PER_TEST+=(--timeout 90)
+    section "tests: kernels (GPU parity, scale, device chain), nvcc" 240 \
+        "${BARE_PYTEST[@]}" "${PER_TEST[@]}" "${KERNEL_TESTS[@]}"
 else
     echo "pytest missing: running the parity checks of the benchmark scripts instead"
     section "parity: text_hash (benchmark --check)" 120 "$PY" profiling/bench_text_hash.py --check
