@@ -74,6 +74,8 @@ _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
 
 
 # What a worker imports before its first task, once: in the fork server, whose forks then start with it loaded.
+# gpupipe.cli: a worker of the `gpupipe` command runs that script again as __mp_main__ (multiprocessing's rule for
+# a main script), which imports the CLI.
 WORKER_PRELOAD = ["gpupipe.cli", "gpupipe.run.tasks", "gpupipe.stages"]
 
 
