@@ -312,7 +312,8 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
     stages = stage_rows(stats)
     compile_s = sum(s["compile_s"] for s in stages)
     gpu_figures = gpu.result() if gpu is not None else {"gpu_busy": None, "gpu_mem_mb": None}
-    return {"workers": workers, "pinned": pin, "device": device, **gpu_figures, "wall": wall, "cpu_s": cpu, "cpu_driver_tree": cpu_driver,
+    return {"workers": workers, "pinned": pin, "device": device, **gpu_figures, "wall": wall, "cpu_s": cpu,
+            "cpu_driver_tree": cpu_driver,
             "cpu_left": left["cpu"], "left_behind": left["left"],
             "maxrss_mb": max(ru.ru_maxrss / 1024, left["maxrss_mb"]),
             "others": max(busy - cpu, 0.0) / wall, "stats_seconds": stats["seconds"],
@@ -528,7 +529,7 @@ def report(args, metas: dict, rows: list[dict], warm: dict | None, model: dict |
         L.append(f"numba warm-up (every 20th doc of 1× + an edited copy, workers 1): {warm['wall']:.1f} s wall")
     L.append("config: normalize → langid {keep: [en, zh]} → quality → exact_dedup → fuzzy_dedup → "
              "tokenize {vocab_size: 4096} → pack {seq_len: 2048}; device " + args.device.replace(",", " / ")
-             + "; executor {kind: local, workers: N}"
+             + "; executor {kind: local, workers: N} (workers \"default\": no executor in the config)"
              + ("" if args.no_pin else "; workers 1 pinned to one core (NUMBA_NUM_THREADS=1)"))
     L.append("")
     L.append("Runs (wall and CPU measured from outside: os.wait4 of `gpupipe run` and RUSAGE_CHILDREN, its workers "
@@ -809,7 +810,7 @@ def main() -> int:
         for d in devices:     # device gpu: CuPy's kernels are compiled (NVRTC) and cached too
             m = run_gpupipe(wm["files"], work / "run-warm", work, f"gpupipe-warm-{d}", 1, False, device=d)
             shutil.rmtree(work / "run-warm", ignore_errors=True)
-        print(f"warm-up (sources {digest}): {m['wall']:.1f} s", flush=True)
+            print(f"warm-up, device {d} (sources {digest}): {m['wall']:.1f} s", flush=True)
         warmed["digest"] = digest if not m["sources_changed"] else None
         warmed["first"] = warmed["first"] or m
 
