@@ -163,8 +163,10 @@ whole_pipeline() {
         local cfg
         cfg="$(ls "$work"/gpupipe-1x-w*-gpu.yaml 2>/dev/null | tail -n 1)"
         if [[ -n "$cfg" ]] && command -v py-spy >/dev/null; then
-            env -C "$SHIM" NUMBA_CACHE_DIR="$work/numba-cache" timeout -k 5 "$NODE_PROFILE_S" py-spy record -r 100 \
-                --format raw -o "$OUT/gpu_run_pyspy.txt" -- "$PY" -m gpupipe run "$cfg" >/dev/null 2>&1 \
+            # SIGINT at the limit: py-spy then writes what it sampled
+            env -C "$SHIM" NUMBA_CACHE_DIR="$work/numba-cache" timeout -s INT -k 5 "$NODE_PROFILE_S" \
+                py-spy record -r 100 --format raw -o "$OUT/gpu_run_pyspy.txt" -- "$PY" -m gpupipe run "$cfg" \
+                >/dev/null 2>&1 \
                 && echo "py-spy profile of a gpu run: gpu_run_pyspy.txt" || echo "py-spy profile: failed or cut"
         fi
     fi
@@ -177,6 +179,7 @@ if [[ -f "$CORPUS" ]]; then
     NODE_PROFILE_S=0
     command -v py-spy >/dev/null && NODE_PROFILE_S=60
     NODE_LIMIT=$(( (NODE_MAX < BUDGET - SECONDS ? NODE_MAX : BUDGET - SECONDS) - 15 - NODE_PROFILE_S ))
+    ((NODE_LIMIT < 10)) && NODE_LIMIT=10
     export PY CORPUS NODE_MODEL SHIM REPO NODE_WORKERS NODE_DEVICES NODE_LIMIT NODE_PROFILE_S
     section "whole pipeline: gpupipe run, 1x corpus, default / all cores, cpu / gpu" "$NODE_MAX" bash -c whole_pipeline
 else
