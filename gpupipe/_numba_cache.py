@@ -183,3 +183,41 @@ def skip_numba_extensions() -> None:
     except ImportError:
         return
     entrypoints._already_initialized = True
+
+
+def load_cached_kernels() -> int:
+    """Load every kernel of gpupipe's imported modules that numba's cache holds for this machine and these sources,
+    without compiling anything; returns how many overloads were loaded.
+
+    For the pool's fork server (gpupipe/run/preload_kernels.py): a worker otherwise loads each kernel it calls from
+    the cache on first use (~0.8 CPU-s a worker for the default pipeline), and with many workers that is paid many
+    times; loaded once in the server, every fork starts with them. Only index entries whose key numba would compute
+    now (same signature, machine and bytecode) are loaded, so a stale entry is skipped rather than compiled. Uses
+    numba's cache internals (`_cache`, `_cache_file._load_index`, `_index_key`): where they differ, nothing is
+    loaded and workers load on first use as before."""
+    import sys
+
+    try:
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:
+        return 0
+    skip_numba_extensions()
+    loaded, seen = 0, set()
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("gpupipe"):
+            continue
+        for obj in list(vars(module).values()):
+            if not isinstance(obj, Dispatcher) or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            try:
+                cache, codegen = obj._cache, obj.targetctx.codegen()
+                index = cache._cache_file._load_index()
+                for key, data_name in index.items():
+                    if (key[1:] == cache._index_key(key[0], codegen)[1:]
+                            and os.path.exists(cache._cache_file._data_path(data_name))):
+                        obj.compile(key[0])   # in the cache: loaded, not compiled
+                        loaded += 1
+            except Exception:   # a NullCache (no caching), other numba internals: that kernel loads on first use
+                continue
+    return loaded
