@@ -165,23 +165,3 @@ def test_gpupipe_processes_skip_numba_extensions(tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         loaded[name] = out.stdout.strip().splitlines()[-1]
     assert loaded == {"run": "False", "worker": "False", "import only": "True"}
-
-
-def test_cached_kernels_load_in_one_call_without_compiling(tmp_path):
-    """What the pool's fork server does (run/preload_kernels.py): every kernel numba's cache holds for these sources
-    is loaded, none compiled, so that a forked worker finds it loaded. A fresh process first calls a kernel (its
-    cache entry exists then); a second fresh process loads it without calling it."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    call = ("import numpy as np; from gpupipe.kernels.symbol_counts import symbol_counts; "
-            "symbol_counts(np.frombuffer(b'a # b ... C', np.uint8), np.array([0, 11], np.int64))")
-    load = ("from gpupipe._numba_cache import compile_seconds, load_cached_kernels; "
-            "import gpupipe.kernels.symbol_counts as k; compile_seconds(); n = load_cached_kernels(); "
-            "print(n, len(k._count_chunks.signatures), compile_seconds())")
-    subprocess.run([sys.executable, "-c", call], check=True, env=env)
-    out = subprocess.run([sys.executable, "-c", load], check=True, env=env, capture_output=True, text=True).stdout
-    loaded, signatures, compiled = out.split()
-    assert int(loaded) >= 1 and int(signatures) == 1 and float(compiled) == 0.0, out

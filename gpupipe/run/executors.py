@@ -77,12 +77,9 @@ _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
 # gpupipe.cli: a worker of the `gpupipe` command runs that script again as __mp_main__ (multiprocessing's rule for
 # a main script), which imports the CLI.
 WORKER_PRELOAD = ["gpupipe.cli", "gpupipe.run.tasks", "gpupipe.stages"]
-# From this many workers the server also loads gpupipe's cached numba kernels (run/preload_kernels.py: ~1 s there
-# against ~0.5-0.8 CPU-s in each worker); below, the forks would wait on it for about what it saves.
-KERNELS_IN_SERVER_FROM = 4
 
 
-def worker_context(processes: int = 1):
+def worker_context():
     """How pool workers start: forked from a fork server where one is available (Linux, macOS), else spawned.
 
     A spawned worker imports gpupipe, pandas, numba and pyarrow itself before its first task: ~3 CPU-s each on a
@@ -95,15 +92,14 @@ def worker_context(processes: int = 1):
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    kernels = ["gpupipe.run.preload_kernels"] if processes >= KERNELS_IN_SERVER_FROM else []
-    ctx.set_forkserver_preload(WORKER_PRELOAD + kernels)   # read when the server starts: the first pool's size
+    ctx.set_forkserver_preload(WORKER_PRELOAD)
     return ctx
 
 
 def start_workers_early(processes: int) -> None:
     """Start the fork server now (it imports while this process reads its input), when a pool will be used."""
     if processes > 1 and not _POOLS and not _in_a_child_process():
-        ctx = worker_context(processes)
+        ctx = worker_context()
         if ctx.get_start_method() == "forkserver":
             from multiprocessing import forkserver
 
@@ -115,7 +111,7 @@ def shared_pool(processes: int) -> concurrent.futures.ProcessPoolExecutor:
     pool = _POOLS.get(processes)
     if pool is None:
         pool = _POOLS[processes] = concurrent.futures.ProcessPoolExecutor(
-            processes, mp_context=worker_context(processes), initializer=_worker_init)
+            processes, mp_context=worker_context(), initializer=_worker_init)
     return pool
 
 
