@@ -140,6 +140,21 @@ def test_pool_workers_are_forks_of_a_fork_server_that_imported_the_stages():
         ex.close()
 
 
+def test_the_fork_server_s_imports_start_no_thread_pool():
+    """Forking is safe only from a process with no thread pool: what the fork server imports (WORKER_PRELOAD) must
+    not start numba's threading layer (its OpenMP layer aborts every fork after it: seen when the server also loaded
+    the cached kernels) nor leave any thread beyond the interpreter's own and those libraries start at import."""
+    import subprocess
+
+    from gpupipe.run.executors import WORKER_PRELOAD
+
+    code = ("import threading; from numba.np.ufunc import parallel; "
+            + "; ".join(f"import {m}" for m in WORKER_PRELOAD)
+            + "; print(parallel._is_initialized, threading.active_count())")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["False", "1"], out
+
+
 def test_pool_raises_a_task_error():
     ex = LocalExecutor(processes=2)
     try:
