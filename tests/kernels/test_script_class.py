@@ -38,10 +38,21 @@ def assigned() -> np.ndarray:
     return np.array([unicodedata.category(chr(c)) != "Cn" for c in range(0x110000)])
 
 
+def _regex_knows_unicode_17() -> bool:
+    """The regex module's tables are its own: an older release (a GPU machine's image) knows an older Unicode, and
+    the classes, frozen at 17.0, then hold characters it calls unassigned. Probe: U+323B0, CJK Extension J's first
+    character, Han since 17.0."""
+    return regex.match(r"\p{Script=Han}", "\U000323B0") is not None
+
+
+needs_regex_17 = pytest.mark.skipif(not _regex_knows_unicode_17(),
+                                    reason=f"the regex module {regex.__version__} knows a Unicode older than 17.0")
+
 SCRIPTS = {"HAN": r"\p{Script=Han}", "KANA": r"[\p{Script=Hiragana}\p{Script=Katakana}]",
            "HANGUL": r"\p{Script=Hangul}"}
 
 
+@needs_regex_17
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_classes_are_unicodes_script_property(name, assigned):
     """Frozen at Unicode 17.0: every character in is of the script (the regex module), and every character of the
@@ -53,6 +64,7 @@ def test_classes_are_unicodes_script_property(name, assigned):
         assert not len(missing), [hex(c) for c in missing[:10]]
 
 
+@needs_regex_17
 @pytest.mark.parametrize("name, pattern", [("HAN", r"\p{Han}"), ("KANA", r"[\p{Hiragana}\p{Katakana}]"),
                                            ("HANGUL", r"\p{Hangul}")])
 def test_re2_scripts_are_inside_and_the_rest_is_newer_unicode(name, pattern):
