@@ -145,7 +145,7 @@ KERNEL_TESTS=("$REPO/tests/kernels" --ignore "$REPO/tests/kernels/test_fasttext_
 # gpu: node MB/s, CPU-s/MB, GPU busy share (NVML), against the node model the 2-core machine predicted
 # (profiling/results/node_bench_*.json, the newest).
 CORPUS="${GPU_CHECK_CORPUS:-$REPO/.devdata/corpus.jsonl.gz}"
-NODE_MODEL="$(ls "$REPO"/profiling/results/node_bench_*.json 2>/dev/null | sort | tail -n 1)"
+NODE_MODEL="$(ls "$REPO"/profiling/results/node_bench_*.json 2>/dev/null | LC_ALL=C sort | tail -n 1)"
 whole_pipeline() {
     local work rc=0
     work="$(mktemp -d)"

@@ -50,7 +50,14 @@ class LocalExecutor:
         if self.processes > 1 and len(args) > 1 and not on_gpu and not _in_a_child_process():
             return _pooled(self.processes, self._run, fn, args, progress)
         if stateless and self.threads > 1 and len(args) > 1 and numba_takes_threads():
-            return _threaded(fn, args, min(self.threads, len(args)), progress)
+            if not on_gpu:
+                return _threaded(fn, args, min(self.threads, len(args)), progress)
+            # a device station's first task alone: it compiles or loads the station's CUDA kernels (its own and
+            # CuPy's) once; CuPy's per-process caches take no lock, so N threads that miss together compile N times
+            first = fn(*args[0])
+            interrupt.check()
+            progress(1)
+            return [first, *_threaded(fn, args[1:], min(self.threads, len(args) - 1), progress)]
         out = []
         for a in args:
             out.append(fn(*a))

@@ -178,6 +178,42 @@ def test_on_a_gpu_device_stations_run_in_the_feeder_and_host_stations_in_the_poo
         ex.close()
 
 
+def test_on_a_gpu_a_device_station_s_first_task_runs_alone_then_the_rest_on_threads():
+    """The first task compiles the station's kernels once (CuPy's caches take no lock); the others then overlap.
+    A host station's tasks all start at once."""
+    import threading
+
+    from gpupipe.run.executors import numba_takes_threads
+    from gpupipe.stages.base import DEVICE, HOST
+
+    if not numba_takes_threads():
+        pytest.skip("numba's threading layer takes one thread at a time here: maps run in turn")
+
+    def run(resources, meet):
+        events, lock, other_started = [], threading.Lock(), threading.Event()
+        together = threading.Barrier(len(meet), timeout=60)   # the tasks in `meet` cannot run one after another
+
+        def task(i):
+            with lock:
+                events.append(("start", i))
+            if i:
+                other_started.set()
+            else:   # task 0 gives the others the time to start beside it: they must not, on a device station's map
+                other_started.wait(2)
+            if i in meet:
+                together.wait()
+            with lock:
+                events.append(("end", i))
+            return i
+
+        ex = LocalExecutor(threads=4, processes=1, device="gpu")
+        assert ex.map(task, [0, 1, 2, 3], stateless=True, resources=resources) == [0, 1, 2, 3]
+        return events
+
+    assert run(DEVICE, meet={1, 2, 3})[:2] == [("start", 0), ("end", 0)]
+    assert [e for e, _ in run(HOST, meet={0, 1, 2, 3})[:4]] == ["start"] * 4
+
+
 def _always_die(x):
     import os
     import signal
