@@ -282,7 +282,10 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
         shutil.rmtree(out)
     cfg = work / f"{name}.yaml"
     cfg.write_text(config_text(files, out, workers, device))
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(work / NUMBA_CACHE))
+    # CuPy's kernel cache here too: a file added during a row is a kernel NVRTC compiled in it (device gpu)
+    cupy_cache = work / "cupy-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(work / NUMBA_CACHE), CUPY_CACHE_DIR=str(cupy_cache))
+    cupy0 = _files_in(cupy_cache)
     preexec = None
     if pin:
         cpu = min(os.sched_getaffinity(0))
@@ -319,10 +322,15 @@ def run_gpupipe(files: list[str], out: Path, work: Path, name: str, workers: int
             "others": max(busy - cpu, 0.0) / wall, "stats_seconds": stats["seconds"],
             "docs_out": stats["output_docs"], "stats_workers": stats.get("workers"), "stages": stages,
             "compile_s": compile_s, "compiled": bool(compile_s) or bp.numba_cache_state(work) != cache0,
+            "cupy_compiled": _files_in(cupy_cache) - cupy0,
             "sources_changed": sources_digest() != digest0, "digest": digest0,
             "partitions": max((s["partitions"] for s in stages if s["name"] != "read"), default=0),
             "peak_worker": max((s["peak_worker"] or 0 for s in stages), default=0),
             "peak_driver": max((s["peak_driver"] or 0 for s in stages), default=0)}
+
+
+def _files_in(folder: Path) -> int:
+    return sum(1 for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -494,6 +502,8 @@ def note_of(m: dict) -> str:
         notes.append("sources changed during the run")
     if m["compiled"]:
         notes.append(f"numba compiled ({m['compile_s']:.1f} s)")
+    if m.get("cupy_compiled"):
+        notes.append(f"CuPy compiled {m['cupy_compiled']} kernels")
     if m.get("left_behind"):
         notes.append(f"{m['left_behind']} processes outlived the driver ({m['cpu_left']:.1f} CPU s; "
                      "terminated here)")
@@ -810,7 +820,8 @@ def main() -> int:
         for d in devices:     # device gpu: CuPy's kernels are compiled (NVRTC) and cached too
             m = run_gpupipe(wm["files"], work / "run-warm", work, f"gpupipe-warm-{d}", 1, False, device=d)
             shutil.rmtree(work / "run-warm", ignore_errors=True)
-            print(f"warm-up, device {d} (sources {digest}): {m['wall']:.1f} s", flush=True)
+            print(f"warm-up, device {d} (sources {digest}): {m['wall']:.1f} s"
+                  + (f", CuPy compiled {m['cupy_compiled']} kernels" if m["cupy_compiled"] else ""), flush=True)
         warmed["digest"] = digest if not m["sources_changed"] else None
         warmed["first"] = warmed["first"] or m
 

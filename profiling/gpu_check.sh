@@ -164,7 +164,7 @@ whole_pipeline() {
         cfg="$(ls "$work"/gpupipe-1x-w*-gpu.yaml 2>/dev/null | tail -n 1)"
         if [[ -n "$cfg" ]] && command -v py-spy >/dev/null; then
             # SIGINT at the limit: py-spy then writes what it sampled
-            env -C "$SHIM" NUMBA_CACHE_DIR="$work/numba-cache" timeout -s INT -k 5 "$NODE_PROFILE_S" \
+            env -C "$SHIM" NUMBA_CACHE_DIR="$work/numba-cache" CUPY_CACHE_DIR="$work/cupy-cache" timeout -s INT -k 5 "$NODE_PROFILE_S" \
                 py-spy record -r 100 --format raw -o "$OUT/gpu_run_pyspy.txt" -- "$PY" -m gpupipe run "$cfg" \
                 >/dev/null 2>&1 \
                 && echo "py-spy profile of a gpu run: gpu_run_pyspy.txt" || echo "py-spy profile: failed or cut"
