@@ -374,7 +374,7 @@ def test_timeout_stops_a_pathological_page_and_the_partition_goes_on(extractor):
     """trafilatura takes seconds on a 50,000-cell table (about 9x the fast pass; auto then asks trafilatura, since
     fast keeps only the prose); with a limit of a quarter of the fast pass or less it is stopped whatever the
     extractor, counted as extract_timeout, and the next page is extracted."""
-    # no size cap: on a fast machine the grown table passes max_html_bytes' 5 MB and would be skipped unparsed
+    # no size cap: on a fast machine the grown table could pass max_html_bytes (20 MB) and would be skipped unparsed
     stage = _stage(extractor=extractor, extract_timeout=LIMIT_S, max_html_bytes=10**9)
     page, fast_s = _slow_page()
     assert fast_s >= 4 * LIMIT_S, fast_s

@@ -214,3 +214,22 @@ def test_auto_keeps_fast_where_trafilatura_loses_a_product_page():
     auto._slow = lambda html, url: f"{DESC}\n{SPECS}"
     out = auto(page, None)
     assert isinstance(out, Fallback) and "manufactured wood" in out and "thirty days" not in out
+
+
+def test_a_large_shop_page_is_extracted_as_trafilatura_would():
+    """A shop page of several MB (mostly inline scripts and data) is extracted: the stage's size cap is trafilatura's
+    own (20 MB), not 5 MB; a page over it is skipped as html_too_large."""
+    import pandas as pd
+
+    from gpupipe.stages.base import RunContext
+    from gpupipe.stages.text.extract import Extract, ExtractConfig
+
+    data = "<script>window.__DATA__ = \"" + "x" * 6_000_000 + "\";</script>"
+    page = _page(OG_PRODUCT + data, f"<main><h1>Modern Leather Case</h1><p>{DESC}</p><p>{SPECS}</p></main>")
+    huge = page.replace("x" * 6_000_000, "x" * 21_000_000)
+    stage = Extract(ExtractConfig(extractor="fast"), RunContext())
+    stage.setup()
+    df = pd.DataFrame({"id": ["big", "huge"], "doc_index": [0, 1], "url": [None, None], "html": [page, huge]})
+    kept, rejects, _ = stage.run_partition(df)
+    assert list(kept["id"]) == ["big"] and "shimmering accent stone" in kept["text"].iloc[0]
+    assert list(rejects["reason"]) == ["html_too_large"]

@@ -77,7 +77,10 @@ class ExtractConfig(Strict):
     include_tables: bool = True         # resiliparse: false skips <table> elements
     include_comments: bool = False      # readers' comments after the main text (every extractor)
     fallback: bool = True               # trafilatura's readability/jusText fallbacks when its own heuristics fail
-    max_html_bytes: int = 5_000_000     # giant pages are counted and skipped, not parsed for minutes
+    # giant pages are counted and skipped, not parsed for minutes: trafilatura's own cap (its MAX_FILE_SIZE, 20 MB), so
+    # that auto extracts every page trafilatura's defaults do (#33: a 5.3 MB shop page of WCXB's dev split, mostly
+    # inline scripts, was skipped at 5 MB; fast takes 14 ms on it; the per-page time bound covers slow ones)
+    max_html_bytes: int = 20_000_000
     keep_html: bool = False             # carry the raw HTML on (large) for later inspection
     extract_timeout: float = 30.0       # seconds per page; a page past it is stopped and counted; 0 = no limit
     # Seed 002's two length rules (#35), on by default as the seed writes them: WARCConfig.min_content_length = 200
