@@ -30,11 +30,8 @@ the subtree with the most content-like text net of boilerplate, a third keeps th
    expander's, React's streamed segments: _folded); a schema.org Product card's description leads a shop page whose
    HTML holds less (once: not where the HTML has it already). On a product's page (_product) customer reviews are
    boilerplate, and a page fast kept nearly whole reports no prose found, so that auto leaves it to trafilatura.
-   There, too, sliders and galleries show the product (not boilerplate, unless mostly links: a marketplace's carousel
-   of other products), hidden tab panels are kept (its specifications tab), and its text says each line once, less
-   lines of machine tokens (said_once). An element named "product-description" is a product's body as "article-body"
-   is an article's; dialogs written as divs (role="dialog", aria-modal: cookie banners, notify-me popups) are dropped
-   on every page, as <dialog> is.
+   There, too, sliders and galleries show the product (not boilerplate), hidden tab panels are kept (its
+   specifications tab), and its text says each line once, less lines of machine tokens (said_once).
    docs/design.md "Page kinds" has the rules and their measurements.
 
 `extract_text(html)` returns the text and a few cheap signals (`Result`); the stage's cascade (`auto`) uses them to
@@ -63,11 +60,6 @@ UNLESS_MOST = ("aside", "noscript")   # dropped unless one holds most of the pag
 DROP_FIRST = [t for t in DROP_TAGS if t not in UNLESS_MOST]
 HIDDEN_CSS = '[hidden], [aria-hidden="true"], [style*="display:none"], [style*="display: none"], ' \
              '[style*="visibility:hidden"], [style*="visibility: hidden"]'
-# a dialog that is not a <dialog> element (a cookie banner, a sign-up or notify-me popup written as a div with an ARIA
-# role) is dropped as <dialog> is, unless it holds half the page's text (#33, WCXB choose half: product +0.010 (a
-# shop's cookie banner taken as its text), listing +0.006, collection and service +0.0003, the others unchanged; news
-# tune half unchanged)
-DIALOG_CSS = '[role="dialog"], [role="alertdialog"], [aria-modal="true"]'
 
 # schema.org metadata about the page (publisher, logo, image, author cards), hidden by the site's CSS
 PRODUCT_CSS = '[itemtype*="schema.org/Product"], meta[property="og:type"][content="product"]'
@@ -94,11 +86,9 @@ WEAK_WORDS = frozenset("ads ad banner widget byline author tags topics meta popu
 WEAK_PAIRS = frozenset({("tag", "list")})
 # class/id of the element that holds an article's or post's body (as trafilatura's BODY_XPATH and readability's
 # positive names): "article-body", "post_content", "entryContent", "story-body", or a class token that is just
-# "content", "entry" or "text"; and a product's: "product-description", "productDescription" (#33: WCXB's references
-# keep a product's description; choose half, product 0.680 -> 0.689, 3 pages of 11 that have one up, 1 down, the
-# other kinds unchanged; "product-details" / "-info" / "-body" too: 0.688)
+# "content", "entry" or "text"
 CONTENT_PAIRS = frozenset((a, b) for a in "article post entry story blog main page rich news".split()
-                          for b in "body content text entry".split()) | {("product", "description")}
+                          for b in "body content text entry".split())
 CONTENT_WORDS = frozenset(a + b for a, b in CONTENT_PAIRS)
 CONTENT_TOKENS = frozenset("content entry text".split())
 # readers' comments (include_comments): the outermost element whose class/id has one of these words holds a
@@ -119,12 +109,6 @@ FOLDED_NOT = frozenset("modal dialog popup overlay menu nav navigation cookie co
 # -0.0002, other kinds unchanged)
 PRODUCT_SHOWS = frozenset("slider carousel gallery slideshow".split())
 PRODUCT_STRONG = (STRONG_WORDS - PRODUCT_SHOWS) | {"review"}
-# ... unless half their text or more is in links: a marketplace's carousel of other products' cards ("similar
-# items"), which would otherwise form the page's item group (_items) and join the container. On the choose half's
-# product pages that _product flags nothing changes (their carousels that show the product carry text of their own);
-# on its 6 product pages it misses, read as a product's (an oracle detector), 0.629 -> 0.675 (two marketplaces);
-# 0.3 gives the same, 0.7 0.673
-SHOWS_LINKS = 0.5
 # a product's page keeps its hidden tab panels too (role="tabpanel", class "tab-pane"): the specifications tab beside
 # the description (choose half, product +0.004; on every page a forum's hidden notification-help dialog of tabs took
 # the container, forum -0.009, so products only)
@@ -190,7 +174,6 @@ class Result:
     prose: float = 0.0        # the page's prose: the summed values of its blocks that read as prose
     prose_kept: float = 0.0   # the part of it in the kept blocks (0 on a product's page kept nearly whole)
     product: bool = False     # a product's page (a schema.org Product card or microdata, og:type product)
-    whole: bool = False       # ... kept nearly whole (PRODUCT_WHOLE): left to trafilatura (prose_kept 0)
 
     def cleaned_html(self) -> str | None:
         """The page less what cleaning removed (scripts, styles, menus, footers, hidden parts, media), as HTML."""
@@ -268,18 +251,6 @@ def _clean(tree, product: bool = False) -> None:
             if len(node.text(deep=True, separator=" ", strip=True)) >= ASIDE_SHARE * total > 0:
                 continue
         node.decompose()
-    # dialogs written as divs (DIALOG_CSS), the outermost of nested ones, unless one holds half the page's text
-    dialogs = tree.css(DIALOG_CSS)
-    if dialogs:
-        total = len(tree.body.text(deep=True, separator=" ", strip=True))
-        ids = {n.mem_id for n in dialogs}
-        for node in dialogs:
-            p = node.parent
-            while p is not None and p.mem_id not in ids:
-                p = p.parent
-            if p is None and node.tag not in ("html", "body") \
-                    and len(node.text(deep=True, separator=" ", strip=True)) < ASIDE_SHARE * total:
-                node.decompose()
     # an <aside> or <noscript> that holds most of the page's text is the page's content (a CMS that wraps the article
     # in an aside; a Blogger template that puts the post in a noscript), not a sidebar: it is unwrapped, not dropped
     for tag in UNLESS_MOST:
@@ -331,10 +302,6 @@ def _marked_boilerplate(body, page_chars: int, sig: dict, strong_words: frozense
         if not a:
             continue
         strong, weak, named = _class_kinds(a, strong_words)
-        if not strong and strong_words is PRODUCT_STRONG and not named and not PRODUCT_SHOWS.isdisjoint(_words(a)):
-            # a product's slider is not boilerplate unless it is a carousel of links (SHOWS_LINKS)
-            n = len(node.text(deep=True, separator=" ", strip=True))
-            strong = sum(len(x.text(deep=True, separator=" ", strip=True)) for x in node.css("a")) >= SHOWS_LINKS * n
         if (named or a.get("itemprop") == "articleBody") and node.tag not in ("html", "body"):
             content.add(node.mem_id)
         if named:   # "article-content sticky-sidebar", "entry share": the content name wins
@@ -527,14 +494,13 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     page_text = sum(len(b.text) for b in blocks)
     prose = sum(b.value for b in blocks if b.value > 0)
     prose_kept = sum(b.value for b in keep if b.value > 0)
-    whole = is_product and len(text) >= PRODUCT_WHOLE * page_text
-    if whole:
+    if is_product and len(text) >= PRODUCT_WHOLE * page_text:
         # a product's page kept (nearly) whole: the container is the page, add-to-cart lines, reviews, shipping
         # notes and the shop's pitch with the product's text; none of its prose counts as found, so auto's prose-share
         # rule sends it to trafilatura, whose finer pruning keeps less of that
         prose_kept = 0.0
     return Result(text, page_text, len(text), len(keep), tree, prose=prose, prose_kept=prose_kept,
-                  product=is_product, whole=whole)
+                  product=is_product)
 
 
 def said_once(text: str) -> str:

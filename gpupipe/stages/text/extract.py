@@ -57,11 +57,6 @@ AUTO_PROSE_SHARE = 0.5
 # the least. On the choose half of WCXB's dev split (bench_extract.py --wcxb, #33) collection F1 0.633 -> 0.663,
 # service 0.800 -> 0.804, all 0.8174 -> 0.8206; the tune half of the 181 news pages unchanged (0.9786).
 AUTO_FALLBACK_PRECISION = False
-# a product's page that fast kept nearly whole goes to trafilatura for its finer pruning (fast.PRODUCT_WHOLE); where
-# trafilatura returns under this share of fast's text it lost the product, not the page's furniture (on shop pages
-# its recall can fall to 0.2), and fast's text stays (#33: on WCXB's choose half no flagged page is under 0.69; its
-# product pages that _product misses, read as a product's, 2 of 6 are, at 0.21 and 0.46: F1 0.21 -> 0.56, 0.48 -> 0.73)
-AUTO_WHOLE_KEEP = 0.5
 
 
 class ExtractConfig(Strict):
@@ -152,8 +147,6 @@ class _Auto:
             return result.text
         # trafilatura reads the page as fast cleaned it: same F1 on the tune half, a third less time (design.md)
         text = self._slow(result.cleaned_html() or html, url) or result.text or ""
-        if result.whole and len(text) < AUTO_WHOLE_KEEP * len(result.text):
-            return result.text   # trafilatura lost the product (AUTO_WHOLE_KEEP)
         # a product's page says each line once, as fast's text of it does (#33: its repeats are per screen size and
         # variant; WCXB's choose half, product +0.001)
         return Fallback(self._once(text) if result.product else text)
