@@ -24,8 +24,9 @@ Each run  `gpupipe run cfg.yaml` in a fresh process (the `gpupipe` next to this 
           (NUMBA_CACHE_DIR=WORK/numba-cache), warmed by a run on every 20th document of the 1× corpus plus an edited
           copy of them (so fuzzy_dedup's verify path compiles too) once per digest of gpupipe's sources (emptied and
           warmed again when they change: others may be editing the checkout). A run during which the sources changed
-          or numba compiled (stats.json `numba_compile_s`, or files added to the cache) is run again (--retries);
-          a row still affected is marked "*".
+          or numba compiled (stats.json `numba_compile_s`, or files added to the cache), or CuPy compiled a kernel
+          (files added to WORK/cupy-cache, the runs' CUPY_CACHE_DIR), is run again (--retries); the first run's wall
+          is in the row's note, and a row still affected is marked "*".
           --device gpu (on a machine with CuPy and a CUDA device): the same runs with `device: gpu`, the pool one
           worker smaller (the driver feeds the GPU the device stations, as `workers: auto` leaves it a core); the
           GPU's busy share over the run is sampled through NVML (pynvml) every 50 ms: profiling/gpu_check.sh's
@@ -497,7 +498,9 @@ def note_of(m: dict) -> str:
     notes = []
     if m.get("cold"):
         c = m["cold"]
-        notes.append(f"first run {c['wall']:.1f} s ({'sources changed' if c['sources_changed'] else 'compiled'})")
+        why = ("sources changed" if c["sources_changed"] else "compiled" if c["compiled"]
+               else f"CuPy compiled {c.get('cupy_compiled')} kernels")
+        notes.append(f"first run {c['wall']:.1f} s ({why})")
     if m["sources_changed"]:
         notes.append("sources changed during the run")
     if m["compiled"]:
@@ -753,8 +756,8 @@ def main() -> int:
                     help="executor.shuffle_buckets assumed for the model (default 8, the config's default)")
     ap.add_argument("--check-against", default="", help="an earlier node_bench_*.json: its prediction vs these runs")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the workers=1 run to one core")
-    ap.add_argument("--retries", type=int, default=2, help="reruns of a row during which numba compiled or the "
-                    "sources changed")
+    ap.add_argument("--retries", type=int, default=2, help="reruns of a row during which numba or CuPy "
+                    "compiled or the sources changed")
     ap.add_argument("--wait-idle", type=float, default=300,
                     help="before each timed run, wait up to this many seconds for the machine to be quiet")
     ap.add_argument("--idle-cores", type=float, default=0.3,
@@ -834,14 +837,15 @@ def main() -> int:
             warm_up()       # the sources may have changed while waiting: gpupipe would drop the cache
             m = run_gpupipe(metas[scale]["files"], out, work, f"gpupipe-{scale}x-w{n}-{device}", n,
                             n == 1 and device == "cpu" and not args.no_pin, device=device)
-            if not m["sources_changed"] and not m["compiled"]:
+            if not m["sources_changed"] and not m["compiled"] and not m["cupy_compiled"]:
                 break
-            why = "gpupipe's sources changed" if m["sources_changed"] else "numba compiled"
+            why = ("gpupipe's sources changed" if m["sources_changed"] else "numba compiled" if m["compiled"]
+                   else f"CuPy compiled {m['cupy_compiled']} kernels")
             print(f"  {scale}× workers {n} {device}: {why} during the run ({m['wall']:.1f} s; attempt {attempt + 1})",
                   flush=True)
             cold = cold or m
         if cold is not None:
-            m["cold"] = {k: cold[k] for k in ("wall", "sources_changed", "compiled")}
+            m["cold"] = {k: cold[k] for k in ("wall", "sources_changed", "compiled", "cupy_compiled")}
         if not args.keep_runs:
             shutil.rmtree(out, ignore_errors=True)
         return m

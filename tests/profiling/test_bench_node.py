@@ -56,3 +56,19 @@ def test_the_host_model_uses_explicit_cpu_runs_and_gpu_rows_are_checked_with_the
     want = bn.predict(model, 9, 1, {})["mb_s"]          # 8 pool workers + the driver's core, one GPU
     assert f"predicted {want:.2f}," in gpu_line
     assert any("workers default" in line for line in lines)
+
+
+def test_a_row_during_which_cupy_compiled_is_noted_with_its_first_run(tmp_path):
+    """CuPy's kernel cache is the runs' own folder: files added during a row are kernels NVRTC compiled in it."""
+    bench = _load()
+    cache = tmp_path / "cupy-cache"
+    assert bench._files_in(cache) == 0
+    (cache / "sub").mkdir(parents=True)
+    (cache / "sub" / "a.cubin").write_bytes(b"x")
+    (cache / "b.cubin").write_bytes(b"y")
+    assert bench._files_in(cache) == 2
+    quiet = {"sources_changed": False, "compiled": False, "cupy_compiled": 0, "left_behind": 0}
+    assert bench.note_of(quiet) == ""
+    assert bench.note_of({**quiet, "cupy_compiled": 5}) == "CuPy compiled 5 kernels"
+    rerun = {**quiet, "cold": {"wall": 21.6, "sources_changed": False, "compiled": False, "cupy_compiled": 40}}
+    assert bench.note_of(rerun) == "first run 21.6 s (CuPy compiled 40 kernels)"
