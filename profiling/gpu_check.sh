@@ -18,10 +18,12 @@
 # installed into a temporary folder for the run. With $OUT set, everything printed is also written to
 # $OUT/gpu_check.txt, and the summary table to $OUT/gpu_check_table.txt.
 #
-# Everything does not fit one 8-minute call (2026-12-04 on an H200: the whole-pipeline section ~150-250 s, the kernel
-# tests over 150 s). With 15 minutes of device time, two calls, each with carry [".whl", ".devdata"]:
-#   GPU_CHECK_ONLY='whole pipeline|near dedup|benchmark: (text|minhash|ngram)' bash profiling/gpu_check.sh
-#   GPU_CHECK_ONLY='tests|every kernel|sanitizer|DLPack|classifier|NVRTC' bash profiling/gpu_check.sh
+# Everything does not fit one 8-minute call (on an H200, session 15: the whole-pipeline section 203 s with its four
+# rows, 142 s with GPU_CHECK_NODE_WORKERS=default; the kernel tests 187 s; the rest ~120 s). With 15 minutes of
+# device time (each start ~30-50 s of it), two calls, each with carry [".whl", ".devdata"] (session 15 used 405 + 269 s):
+#   GPU_CHECK_BUDGET=520 GPU_CHECK_ONLY='whole pipeline|tests' bash profiling/gpu_check.sh            (timeout_s 570)
+#   GPU_CHECK_BUDGET=330 GPU_CHECK_ONLY='every kernel|sanitizer|near dedup|benchmark|DLPack|NVRTC' \
+#       bash profiling/gpu_check.sh                                                                  (timeout_s 360)
 # GPU_CHECK_ONLY (an extended regex over section names) runs only the sections it matches;
 # GPU_CHECK_NODE_WORKERS (default "default,cores": a user's run, and a worker per core) and GPU_CHECK_NODE_DEVICES
 # (default "cpu,gpu") narrow the node bench.
