@@ -274,8 +274,16 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
     skip_numba_extensions()
     t0 = time.perf_counter()
-    rows = warm_up(args.docs, config=args.config, processes=args.processes)
-    t = Table(title="gpupipe warm-up: numba kernels compiled (or loaded from the cache) per stage")
+    device = "auto"
+    if args.config:   # the config's own device: a cpu config never touches the GPU
+        from pathlib import Path
+
+        import yaml
+
+        device = (yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}).get("device", "auto")
+    rows = warm_up(args.docs, config=args.config, processes=args.processes, device=device)
+    t = Table(title="gpupipe warm-up: numba kernels compiled (or loaded from the cache) per stage; run gpu: the "
+                    "device stations on the GPU (CuPy compiles its kernels into its disk cache)")
     for col in ("run", "stage", "seconds", "compiling s"):
         t.add_column(col, justify="left" if col in ("run", "stage") else "right")
     for r in rows:
@@ -462,10 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--timeout", type=float, default=60.0, help="socket timeout per request in seconds (default 60)")
     f.set_defaults(fn=cmd_fetch_cc)
 
-    w = sub.add_parser("warmup", help="compile the CPU kernels once (make install runs it)", description=(
+    w = sub.add_parser("warmup", help="compile the kernels once (make install runs it)", description=(
         "Run every station with a numba kernel on a small synthetic crawl in a temporary folder, so that numba "
         "compiles the kernels and caches them on disk, and print the seconds spent compiling per stage. Later "
-        "runs load them from the cache (until gpupipe's sources change)."))
+        "runs load them from the cache (until gpupipe's sources change). Where a GPU is usable (and the config's "
+        "device is not cpu), the device stations then run once on it, so CuPy compiles their CUDA kernels too."))
     w.add_argument("config", nargs="?", help="warm only this config's stations (a config that reads a WARC crawl, "
                    "e.g. configs/default.yaml); default: every station")
     w.add_argument("--docs", type=int, default=300, help="HTML pages of the synthetic crawl (default 300)")

@@ -9,6 +9,11 @@ on the first run's extracted text. With a config, its own stations alone (with i
 crawl: `make demo`'s install warms configs/default.yaml's stations only (`gpupipe warmup CONFIG`), a
 third of the full warm-up's compiling. Every run also reports compile time apart from stage time
 (`extra.numba_compile_s`), so throughput figures never include it.
+
+Where the runs will use a GPU (`device` auto or gpu, and CuPy sees one), a last run takes the device stations
+(`resources = DEVICE`) through `device: gpu` on the same crawl, so that CuPy compiles their CUDA kernels and its own
+(NVRTC, seconds each) into its disk cache (`CUPY_CACHE_DIR`, default ~/.cupy/kernel_cache). On an H200 a fresh
+machine's first gpu run spent 7.1 s in exact and 13.0 s in near dedup on 2,083 documents, compiling (session 15).
 """
 
 from __future__ import annotations
@@ -59,24 +64,38 @@ def _groups(stages: list[dict[str, Any]], k: int) -> list[list[dict[str, Any]]]:
     return [[s for s in stages if _name(s) not in _COMPILE_COST or _name(s) in b] for b in bins]
 
 
-def _run(source: str, output: str, stages: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+def _run(source: str, output: str, stages: list[dict[str, Any]], label: str,
+         device: str = "cpu") -> list[dict[str, Any]]:
     from gpupipe.config import validate_config
     from gpupipe.run.pipeline import run_pipeline
 
-    cfg = validate_config({"input": {"path": source}, "output": output, "device": "cpu", "executor": {"kind": "local", "workers": 1},
+    cfg = validate_config({"input": {"path": source}, "output": output, "device": device, "executor": {"kind": "local", "workers": 1},
                            "keep_intermediate": True, "allow_empty": True, "stages": stages}, f"warm-up ({label})")
     stats = run_pipeline(cfg)
     return [{"run": label, "stage": s["name"], "seconds": s["seconds"],
              "compile_s": s["extra"].get("numba_compile_s", 0.0)} for s in stats["stages"]]
 
 
+def _device_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """extract, then the stations with a GPU kernel or model (their class declares DEVICE), each once."""
+    from gpupipe.stages import STAGES
+
+    out: list[dict[str, Any]] = []
+    for s in stages:
+        if STAGES[_name(s)].resources.device and _name(s) not in {_name(o) for o in out}:
+            out.append(s)
+    extract = next((s for s in stages if _name(s) == "extract"), {"extract": {}})
+    return [extract, *out] if out else []
+
+
 def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str | Path | None = None,
-            stations: list[str] | None = None, processes: int = 1) -> list[dict[str, Any]]:
+            stations: list[str] | None = None, processes: int = 1, device: str = "auto") -> list[dict[str, Any]]:
     """Run the warm-up pipelines; per stage of each: {run, stage, seconds, compile_s}. `config`: a config whose
     stations read a WARC crawl: run those instead; `stations`: keep only these of the full warm-up's (and extract;
     for profiling). `processes` > 1: the WARC pipeline's stations with kernels are shared out among that many
     processes (numba compiles one kernel at a time in a process; its disk cache is shared), each running them with
-    the stations without kernels; the JSONL pipeline then runs on the first one's extracted text."""
+    the stations without kernels; the JSONL pipeline then runs on the first one's extracted text. `device` (the
+    config's, when one is given): where it resolves to gpu, the device stations run once more, on the GPU."""
     import yaml
 
     from gpupipe.synth import write_synthetic_crawl
@@ -111,4 +130,10 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
 
             extracted = RunLayout(root / "run-warc-0").stage(1, "extract").root
             rows += _run(str(extracted), str(root / "run-jsonl"), jsonl, "jsonl")
+        on_gpu = _device_stages(warc + jsonl)
+        if on_gpu and device != "cpu":
+            from gpupipe.backend import resolve_device
+
+            if resolve_device(device) == "gpu":
+                rows += _run(crawl["warc"], str(root / "run-gpu"), on_gpu, "gpu", device="gpu")
     return rows
