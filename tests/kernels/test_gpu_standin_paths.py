@@ -337,3 +337,42 @@ def test_gpu_kernel_smoke_script_at_small_size(gpu_standin, monkeypatch, capsys)
     assert script.main() == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "0 of " in out and "checks failed" in out and "ok   jaccard" in out
+
+
+# ---- a whole run -----------------------------------------------------------------------------------------------
+
+
+def test_a_whole_run_on_the_gpu_writes_the_cpu_run_s_shards(gpu_standin, tmp_path):
+    """`gpupipe run` with device gpu, several partitions (the device stations' maps: the first task alone, then the
+    rest on threads) writes byte for byte the shards of the same run on the CPU."""
+    import hashlib
+    import json
+
+    from gpupipe.config import validate_config
+    from gpupipe.run.pipeline import run_pipeline
+
+    rng = random.Random(5)
+    texts = [" ".join(rng.choice(["數據", "clean", "data", "tokens", "the", "模型", "pack", "shard"])
+                      for _ in range(rng.randint(20, 200))) for _ in range(300)]
+    texts += texts[:30] + [t + " extra words at the end" for t in texts[30:60]]   # exact and near copies
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+
+    def shards(device):
+        cfg = validate_config({"input": {"path": str(src)}, "output": str(tmp_path / device), "device": device,
+                               "executor": {"partition_docs": 100},
+                               "stages": [{"exact_dedup": {}}, {"fuzzy_dedup": {}}, {"tokenize": {"vocab_size": 300}},
+                                          {"pack": {"seq_len": 64}}]}, "test")
+        stats = run_pipeline(cfg)
+        assert stats["device"] == device and stats["conservation_ok"]
+        files = sorted((tmp_path / device / "shards").glob("*.bin"))
+        return stats, {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+    cpu_stats, cpu = shards("cpu")
+    launches = dict(gpu_standin.STATE.stats.launches)
+    gpu_stats, gpu = shards("gpu")
+    assert cpu and gpu == cpu
+    assert cpu_stats["output_docs"] == gpu_stats["output_docs"] < len(texts)
+    ran = {k: v - launches.get(k, 0) for k, v in gpu_standin.STATE.stats.launches.items()}
+    assert any(k.startswith("text_hash") and v >= 4 for k, v in ran.items()), ran   # exact dedup, every partition
+    assert any(k.startswith("minhash") and v >= 4 for k, v in ran.items()), ran     # near dedup, every partition
