@@ -23,8 +23,8 @@ def test_where_a_gpu_is_usable_the_device_stations_run_once_on_it(tmp_path):
     from gpupipe.warmup import warm_up
     from tests.gpu_standin import install
 
-    rows = warm_up(docs=40, work=tmp_path, stations=["exact_dedup"])   # no GPU here: CPU runs only
-    assert {r["run"] for r in rows} == {"warc"}
+    for device in ("auto", "gpu"):   # no GPU here: CPU runs only, a gpu config's too
+        assert {r["run"] for r in warm_up(docs=40, work=tmp_path, stations=["exact_dedup"], device=device)} == {"warc"}
     with install() as cp:
         assert {r["run"] for r in warm_up(docs=40, work=tmp_path, stations=["exact_dedup"], device="cpu")} == {"warc"}
         assert not cp.STATE.stats.launches
