@@ -4,6 +4,7 @@ scheduler). Results come back in input order either way, so nothing downstream c
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import functools
 import logging
@@ -133,6 +134,12 @@ def shutdown_pools() -> None:
         for w in workers:
             w.join(timeout=5)
     _POOLS.clear()
+
+
+# A process that exits normally (tests, a notebook; the CLI ends with os._exit) stops its pools while its modules
+# still exist: a pool collected during interpreter teardown made concurrent.futures print "Exception ignored in
+# weakref_cb" (its module globals already None).
+atexit.register(shutdown_pools)
 
 
 def _worker_init() -> None:
