@@ -274,14 +274,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
     skip_numba_extensions()
     t0 = time.perf_counter()
-    device = "auto"
-    if args.config:   # the config's own device: a cpu config never touches the GPU
-        from pathlib import Path
-
-        import yaml
-
-        device = (yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}).get("device", "auto")
-    rows = warm_up(args.docs, config=args.config, processes=args.processes, device=device)
+    rows = warm_up(args.docs, config=args.config, processes=args.processes)
     t = Table(title="gpupipe warm-up: numba kernels compiled (or loaded from the cache) per stage; run gpu: the "
                     "device stations on the GPU (CuPy compiles its kernels into its disk cache)")
     for col in ("run", "stage", "seconds", "compiling s"):

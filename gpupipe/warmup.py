@@ -80,12 +80,12 @@ def _device_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """extract, then the stations with a GPU kernel or model (their class declares DEVICE), each once."""
     from gpupipe.stages import STAGES
 
-    out: list[dict[str, Any]] = []
+    out: dict[str, dict[str, Any]] = {}
     for s in stages:
-        if STAGES[_name(s)].resources.device and _name(s) not in {_name(o) for o in out}:
-            out.append(s)
+        if STAGES[_name(s)].resources.device:
+            out.setdefault(_name(s), s)   # the first of each
     extract = next((s for s in stages if _name(s) == "extract"), {"extract": {}})
-    return [extract, *out] if out else []
+    return [extract, *out.values()] if out else []
 
 
 def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str | Path | None = None,
@@ -94,8 +94,8 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
     stations read a WARC crawl: run those instead; `stations`: keep only these of the full warm-up's (and extract;
     for profiling). `processes` > 1: the WARC pipeline's stations with kernels are shared out among that many
     processes (numba compiles one kernel at a time in a process; its disk cache is shared), each running them with
-    the stations without kernels; the JSONL pipeline then runs on the first one's extracted text. `device` (the
-    config's, when one is given): where it resolves to gpu, the device stations run once more, on the GPU."""
+    the stations without kernels; the JSONL pipeline then runs on the first one's extracted text. `device` (a
+    config's own, when it names one): unless cpu, where a GPU is usable, the device stations run once more on it."""
     import yaml
 
     from gpupipe.synth import write_synthetic_crawl
@@ -104,7 +104,9 @@ def warm_up(docs: int = WARMUP_DOCS, work: str | Path | None = None, config: str
         root = Path(tmp)
         crawl = write_synthetic_crawl(root / "crawl.warc.gz", docs=docs, seed=0)
         if config is not None:
-            warc, jsonl = yaml.safe_load(Path(config).read_text(encoding="utf-8"))["stages"], []
+            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+            warc, jsonl = loaded["stages"], []
+            device = loaded.get("device") or device   # a cpu config never touches the GPU
         else:
             index = root / "benchmark.index.parquet"
             warc, jsonl = _full_stages(str(index)), _JSONL_STAGES

@@ -31,3 +31,16 @@ def test_where_a_gpu_is_usable_the_device_stations_run_once_on_it(tmp_path):
         rows = warm_up(docs=40, work=tmp_path, stations=["exact_dedup"])
         assert [r["stage"] for r in rows if r["run"] == "gpu"] == ["read", "extract", "exact_dedup"]
         assert any(k.startswith("text_hash") for k in cp.STATE.stats.launches), cp.STATE.stats.launches
+
+
+def test_a_cpu_config_s_warm_up_never_touches_the_gpu(tmp_path):
+    from gpupipe.warmup import warm_up
+    from tests.gpu_standin import install
+
+    cfg = tmp_path / "cpu.yaml"
+    cfg.write_text("device: cpu\nstages:\n  - extract: {}\n  - exact_dedup: {}\n")
+    with install() as cp:
+        assert {r["run"] for r in warm_up(docs=40, work=tmp_path, config=cfg)} == {"warc"}
+        assert not cp.STATE.stats.launches
+        cfg.write_text("stages:\n  - extract: {}\n  - exact_dedup: {}\n")   # no device named: auto, the GPU here
+        assert "gpu" in {r["run"] for r in warm_up(docs=40, work=tmp_path, config=cfg)}
