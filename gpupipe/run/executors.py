@@ -123,14 +123,25 @@ def shared_pool(processes: int) -> concurrent.futures.ProcessPoolExecutor:
     return pool
 
 
+QUIT_GRACE_S = 1.0   # how long idle workers get to exit on their own when the pools stop
+
+
 def shutdown_pools() -> None:
     """Stop this process's pools now (the CLI ends with os._exit, which runs no atexit handler): tasks not started
-    are dropped, the workers are terminated."""
+    are dropped; idle workers exit on their own (so their exit handlers run: numba's process lock is a named
+    semaphore, which a terminated worker leaves to the resource tracker's "leaked semaphore objects" warning),
+    workers still busy after QUIT_GRACE_S are terminated."""
+    import time
+
     for pool in list(_POOLS.values()):
         workers = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        end = time.monotonic() + QUIT_GRACE_S
         for w in workers:
-            w.terminate()
+            w.join(timeout=max(0.0, end - time.monotonic()))
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
         for w in workers:
             w.join(timeout=5)
     _POOLS.clear()

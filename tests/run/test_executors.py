@@ -155,6 +155,28 @@ def test_the_fork_server_s_imports_start_no_thread_pool():
     assert out == ["False", "1"], out
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="no named semaphores nor resource tracker warnings there")
+def test_the_console_script_ends_a_pooled_run_without_leaked_semaphores(tmp_path):
+    """The `gpupipe` script ends with os._exit (cli.entry). Before that, idle pool workers are asked to quit, not
+    terminated, and multiprocessing's exit work runs in the driver: else the resource tracker printed "There appear
+    to be N leaked semaphore objects" after every pooled run (numba's process lock in each worker, the pool's
+    queues in the driver)."""
+    import subprocess
+
+    src = write_jsonl(tmp_path / "in.jsonl", [f"document {i}: " + "words of a plain English text " * 20
+                                              for i in range(40)])
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"input": {"path": str(src)}, "output": str(tmp_path / "run"), "device": "cpu",
+                                   "executor": {"workers": 2, "partition_docs": 10},
+                                   "stages": [{"normalize": {}}, {"exact_dedup": {}}]}))
+    r = subprocess.run([sys.executable, "-c", "from gpupipe.cli import entry; entry()", "run", str(cfg)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats = yaml.safe_load((tmp_path / "run" / "stats.json").read_text())
+    assert stats["workers"] == 2 and stats["stages"][1]["partitions"] == 4   # the pool ran the tasks
+    assert "leaked" not in r.stderr and "resource_tracker" not in r.stderr, r.stderr[-3000:]
+
+
 def test_pool_raises_a_task_error():
     ex = LocalExecutor(processes=2)
     try:
