@@ -49,7 +49,9 @@ score it prints precision, recall and F1 over snippet counts, as that benchmark 
 collection, listing, product, service, documentation, forum, with reviewed main text) per kind, with WCXB's own
 metric: lower-cased `\\w+` tokens as bags of words, F1 per page, averaged over pages (the 21 pages with an empty
 reference are left out, as its README says). Its split is by page id, not by position: a page is in the "choose" half
-when the first byte of sha256(id) is even, else in the "held-out" half, which no rule of auto was chosen by.
+when the first byte of sha256(id) is even, else in the "held-out" half, which no rule of auto was chosen by. Each
+row's gap to trafilatura's defaults is also printed per kind, page by page on the same pages, with a 95% interval
+(bootstrap over pages): a kind of ~40 pages cannot tell a gap of a few points from noise, and the interval says so.
 `--cache DIR` keeps the trafilatura rows' outputs and CPU seconds there (keyed by trafilatura's version and the
 pages' bytes), so that a rerun times only gpupipe's own rows; auto's fallback to trafilatura always runs.
 
@@ -459,14 +461,45 @@ def bench_kinds(root: Path, args) -> None:
             print(f"{name:<{W}}" + "".join(f"{c:>14.3f}" for c in cells)
                   + f"{len(pages) / cpu[name]:>13.1f}{len(pages) / wall[name]:>8.1f}", flush=True)
     base = "trafilatura defaults"
+    if base in f1:
+        for half, mask in halves:
+            print_paired_intervals(half, mask, kinds, cols, f1, base)
     if args.choose_only:   # while choosing rules: the held-out half's rows are not printed (pages/s covers both)
         print(f"(held-out half not printed: --choose-only; {int((~choose).sum())} pages timed, not shown)")
         return
     for name in [n for n in preds if n != base]:
-        worse = [c for c in cols[:-1] if f1[name][~choose & (kinds == c)].mean() < f1[base][~choose & (kinds == c)]
-                 .mean()]
+        worse = []
+        for c in cols[:-1]:
+            m = ~choose & (kinds == c)
+            mean, lo, hi = paired_interval(f1[name][m] - f1[base][m])
+            if mean < 0:   # with its 95% interval: one across 0 is a gap these pages cannot tell from noise
+                worse.append(f"{c} {mean:+.3f} [{lo:+.3f},{hi:+.3f}]")
         print(f"{name} vs {base} on the held-out half: F1 {f1[name][~choose].mean() - f1[base][~choose].mean():+.4f},"
               f" {cpu[base] / cpu[name]:.1f}x the pages/s per core; below it on: {', '.join(worse) or 'no kind'}")
+
+
+def paired_interval(d: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of per-page differences and its 95% interval (percentile bootstrap over pages, seeded)."""
+    if not len(d):
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(resamples, len(d)))].mean(axis=1)
+    return float(d.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def print_paired_intervals(half: str, mask: np.ndarray, kinds: np.ndarray, cols: list[str], f1: dict,
+                           base: str) -> None:
+    """Per kind, each row minus `base` page by page on the same pages, with a 95% interval: whether a kind's gap
+    is one these pages can tell from noise (an interval across 0 cannot)."""
+    print(f"\n{half} half: F1 minus {base}'s, page by page, mean [95% interval, bootstrap over pages]")
+    print(f"{'extractor':<{W}}" + "".join(f"{c:>24}" for c in cols))
+    for name in [n for n in f1 if n != base]:
+        cells = []
+        for c in cols:
+            m = mask & ((kinds == c) if c != "all" else True)
+            mean, lo, hi = paired_interval(f1[name][m] - f1[base][m])
+            cells.append(f"{mean:+.3f} [{lo:+.3f},{hi:+.3f}]")
+        print(f"{name:<{W}}" + "".join(f"{c:>24}" for c in cells), flush=True)
 
 
 def bench(data_dir: Path, args, pages: pd.DataFrame | None = None, truth: dict | None = None) -> None:

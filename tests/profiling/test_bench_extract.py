@@ -66,3 +66,16 @@ def test_bench_script_scores_the_miniature(tmp_path):
     fast = [line.split() for line in out.splitlines() if line.startswith("extract (fast)")][-1]
     assert fast[2:5] == ["1.0000", "1.0000", "1.0000"], out
     assert "auto" in rows and "trafilatura" in rows
+
+
+def test_paired_interval_tells_a_real_gap_from_noise():
+    """The per-kind gap's 95% interval: a constant gap on 40 pages sits inside it and excludes 0; the same mean gap
+    carried by page-to-page swings of +-0.3 (extractors winning or losing single pages) gives an interval across 0."""
+    paired_interval = _load_bench().paired_interval
+    mean, lo, hi = paired_interval(np.full(40, 0.02))
+    assert mean == lo == hi == 0.02
+    swings = np.where(np.arange(40) % 2 == 0, 0.32, -0.28)   # mean +0.02
+    mean, lo, hi = paired_interval(swings)
+    assert abs(mean - 0.02) < 1e-9 and lo < 0 < hi and hi - lo > 0.1
+    assert paired_interval(swings) == (mean, lo, hi)            # seeded: the same interval every run
+    assert all(np.isnan(paired_interval(np.array([]))))
