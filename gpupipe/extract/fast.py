@@ -470,12 +470,7 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
     best = max(sums.values())
     # the deepest element within 5% of the best sum (a wrapper adding only neutral blocks is not preferred)
     top = max((a for a, s in sums.items() if s >= best - 0.05 * abs(best)), key=lambda a: depth[a])
-    # a content-named element inside it that holds most of its value narrows it (the outermost such: an article
-    # split into several "post-content" sections around figures is kept whole)
-    inside = {a for b in blocks if top in b.path for a in b.path[depth[top]:]}
-    named = [a for a in content & inside if sums[a] >= CONTENT_SHARE * best > 0]
-    if named:
-        top = min(named, key=lambda a: (depth[a], -sums[a]))
+    top, named = _narrowed(top, blocks, content, sums, depth, best)
     first = next(i for i, b in enumerate(blocks) if top in b.path)
     last = max(i for i, b in enumerate(blocks) if top in b.path)   # a subtree's blocks are contiguous
     keep = _select(blocks[_lead(blocks, first):last + 1])
@@ -501,6 +496,17 @@ def extract_text(html: str, tables: bool = True, comments: bool = False) -> Resu
         prose_kept = 0.0
     return Result(text, page_text, len(text), len(keep), tree, prose=prose, prose_kept=prose_kept,
                   product=is_product)
+
+
+def _narrowed(top, blocks: list[Block], content: set, sums: dict, depth: dict, best: float) -> tuple:
+    """(the container, whether a content-named element narrowed it): a content-named element inside `top` that
+    holds most of its value narrows it (the outermost such: an article split into several "post-content" sections
+    around figures is kept whole; of two as deep and as valuable, the first on the page). Candidates in page order,
+    never a set's: mem_ids are addresses, so a set of them iterates in another order in each process, and min()
+    would break a tie differently (the same page gave two texts in two processes)."""
+    inside = dict.fromkeys(a for b in blocks if top in b.path for a in b.path[depth[top]:])
+    named = [a for a in inside if a in content and sums[a] >= CONTENT_SHARE * best > 0]
+    return (min(named, key=lambda a: (depth[a], -sums[a])), True) if named else (top, False)
 
 
 def said_once(text: str) -> str:
@@ -541,8 +547,8 @@ def _items(blocks: list[Block], sig: dict) -> set:
         n, p = len(b.text), b.path
         for j, a in enumerate(p):
             chars[a] = chars.get(a, 0) + n
-            if j:
-                kids.setdefault(p[j - 1], set()).add(a)
+            if j:   # an ordered set (a dict), in page order: see extract_text's `inside`
+                kids.setdefault(p[j - 1], {})[a] = None
     best, best_chars = set(), 0
     for ks in kids.values():
         if len(ks) < MIN_ITEMS:

@@ -59,10 +59,14 @@ def test_bench_script_prints_kinds_and_reuses_its_cache(tmp_path):
     assert len(list(cache.glob("*.json"))) == 2   # trafilatura defaults and precision mode, keyed by the pages
     # columns: article, listing, all; each page is in one half, so each half has one kind with no page (nan)
     rows = [line.split()[2:5] for line in first.stdout.splitlines() if line.startswith("extract (auto) ")
-            and "vs" not in line]
+            and "vs" not in line and "[" not in line]
     assert len(rows) == 2 and "extract (resiliparse)" not in first.stdout
     # the listing's titles are links: auto keeps them, as it keeps the article (F1 1.0 on both, in either half)
     assert sorted(rows[0] + rows[1]) == ["1.000"] * 4 + ["nan"] * 2 and rows[0][2] == rows[1][2] == "1.000"
+    # and the gap to trafilatura's defaults per kind, with its interval: one page per half, so a point
+    gaps = [line for line in first.stdout.splitlines() if line.startswith("extract (auto) ") and "[" in line
+            and "vs" not in line]
+    assert len(gaps) == 2 and all("[" in g and "]" in g for g in gaps)
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert second.returncode == 0, second.stderr
     # trafilatura's rows come from the cache: the same scores and the same timings, to the digit

@@ -487,3 +487,48 @@ def test_same_output_for_one_and_two_workers(tmp_path):
     one, two = run(1, "one"), run(2, "two")
     assert one == two and len(one) == 8
     assert run(1, "one") == one   # run again on the finished run directory: resume keeps the same output
+
+
+# -- the same page, the same text in every process ----------------------------------------------------------------
+
+def test_the_item_group_is_chosen_in_page_order_not_in_a_set_s_order():
+    """Element ids are memory addresses: a set of them iterates in another order in each process. Two groups of
+    siblings with as many items each (3 `b` cards, 3 `a` cards, interleaved) are a tie; the first in page order wins.
+    The ids are chosen so that a set would iterate the `a` cards first (small ints iterate in increasing order)."""
+    from gpupipe.extract.fast import Block, _items
+
+    page = [11, 10, 9, 8, 7, 6]                                     # the cards in page order: b a b a b a
+    sig = {i: ("div", "b" if i % 2 else "a") for i in page}
+    blocks = [Block(f"card {i}: a teaser of some forty characters.", 0, "p", (1, 100, i, 1000 + i), False)
+              for i in page]
+    assert _items(blocks, sig) == {11, 9, 7}
+
+
+def test_of_two_body_named_elements_as_deep_and_as_valuable_the_first_on_the_page_narrows_the_container():
+    """_narrowed's tie, with ids chosen so that a set would iterate the second section (5) before the first (9)."""
+    from gpupipe.extract.fast import Block, _narrowed
+
+    blocks = [Block("first section", 0, "p", (100, 9, 1009), False, 1.0),
+              Block("second section", 0, "p", (100, 5, 1005), False, 1.0)]
+    sums = {100: 2.0, 9: 1.0, 1009: 1.0, 5: 1.0, 1005: 1.0}
+    depth = {100: 0, 9: 1, 1009: 2, 5: 1, 1005: 2}
+    assert _narrowed(100, blocks, {9, 5}, sums, depth, 2.0) == (9, True)
+    assert _narrowed(100, blocks, set(), sums, depth, 2.0) == (100, False)       # nothing named: the container
+    assert _narrowed(100, blocks, {9, 5}, {**sums, 5: 1.5}, depth, 2.0) == (5, True)   # the more valuable one
+
+
+def test_a_tie_between_two_body_named_elements_goes_to_the_first(tmp_path):
+    """Two `post-content` sections holding half of the container's value each are a tie for the body; the first on
+    the page is taken, in every process (each process lays the page out at other addresses)."""
+    import subprocess
+    import sys
+
+    first, second = PROSE, PROSE.replace("Rivers", "Floods").replace("water", "flows")   # as long: as valuable
+    page = tmp_path / "tie.html"
+    page.write_text(f"<html><body><div id='c'><div class='post-content'><p>{first}</p></div>"
+                    f"<div class='post-content'><p>{second}</p></div></div></body></html>", encoding="utf-8")
+    code = ("import sys; from gpupipe.extract.fast import extract_text; "
+            "print(extract_text(open(sys.argv[1], encoding='utf-8').read()).text)")
+    texts = {subprocess.run([sys.executable, "-c", code, str(page)], capture_output=True, text=True,
+                            check=True).stdout.strip() for _ in range(6)}
+    assert texts == {first.strip()}
