@@ -27,14 +27,13 @@ import numba
 import numpy as np
 from numba import prange
 
+from ._cuda import cupy_module
 from ._jit import njit
 
 
 def _xp(a):
     if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
+        return cupy_module()
     return np
 
 
@@ -43,8 +42,7 @@ def on_device(device: str, *arrays):
     array forms or the numba twins."""
     if device != "gpu":
         return arrays
-    import cupy
-
+    cupy = cupy_module()
     return tuple(cupy.asarray(a) for a in arrays)
 
 

@@ -60,7 +60,7 @@ from numba import prange
 
 from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61, powmod61, reduce61, splitmix64, splitmix64_array
-from ._cuda import raw_module
+from ._cuda import cupy_module, raw_module
 from ._memory import empty
 from .strings import check_buffers
 
@@ -580,7 +580,7 @@ def band_keys_array(sig, bands: int, rows: int):
     8 bytes a band leave the device): the same keys as `fold_band`, bit for bit."""
     xp = np
     if type(sig).__module__.split(".")[0] == "cupy":
-        import cupy as xp
+        xp = cupy_module()
     _check_bands(bands, rows, sig.shape[1] if sig.ndim == 2 else 0)
     sig3 = sig[:, :bands * rows].astype(np.uint64, copy=False).reshape(sig.shape[0], bands, rows)
     h = xp.broadcast_to(_FNV_OFFSET ^ xp.arange(bands, dtype=np.uint64), (sig.shape[0], bands)).copy()
@@ -646,7 +646,7 @@ def _gpu_params() -> np.ndarray:
 def _gpu_params_on_device(device_id: int):
     """The params on the device, once per process: copied synchronously (blocking=True), so every stream may read
     them whichever stream was current at the first call (an async copy would be ordered on that stream only)."""
-    import cupy as cp
+    cp = cupy_module()
 
     return cp.asarray(_gpu_params(), blocking=True)
 
@@ -675,7 +675,7 @@ def _device_batches(offsets: np.ndarray, batch_bytes: int):
 
 def _one_document_on_host(d_data, host_offsets, flags, d: int):
     """(data, offsets, cjk) on the host of document d alone: its bytes copied from the device."""
-    import cupy as cp
+    cp = cupy_module()
 
     s, e = int(host_offsets[d]), int(host_offsets[d + 1])
     return cp.asnumpy(d_data[s:e]), np.array([0, e - s], np.int64), cp.asnumpy(flags[d:d + 1])
@@ -696,7 +696,7 @@ def minhash_gpu(data, offsets, cjk, a, b, word_k: int = 5, char_k: int = 3, *,
     document larger than a batch goes through the CPU twin (its bytes alone copied to the host), so
     the device scratch stays 8 x batch_bytes whatever the longest document.
     """
-    import cupy as cp
+    cp = cupy_module()
 
     d_data = cp.ascontiguousarray(cp.asarray(data))
     d_offsets = cp.ascontiguousarray(cp.asarray(offsets))
@@ -776,7 +776,7 @@ def shingle_hashes_gpu(data, offsets, cjk, word_k: int = 5, char_k: int = 3, *, 
     shingle base hashes H, in text order; distinct=True: each document's set, sorted, each hash once (a device
     sort, lsh_graph.distinct_sets_array). Per batch: the units kernel of minhash_gpu, then one block per document
     writes its H_i (minhash_shingles_*)."""
-    import cupy as cp
+    cp = cupy_module()
 
     from .lsh_graph import distinct_sets_array
 

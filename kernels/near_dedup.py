@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from ._jit import njit
 
+from ._cuda import cupy_module
 from .strings import check_buffers
 from .lsh_graph import _gather_segments, _xp, components, jaccard, star_edges_keys, to_host
 
@@ -60,7 +61,7 @@ def near_duplicate_clusters(data, offsets, cjk, doc, params: ChainParams, device
     from . import minhash as mh
 
     if device == "gpu":
-        import cupy as xp
+        xp = cupy_module()
 
         data, offsets, cjk, keys = device_band_keys(data, offsets, cjk, params, timer, overlap)
         doc = xp.asarray(doc, np.int64)
@@ -93,7 +94,7 @@ def device_band_keys(data, offsets, cjk, params: ChainParams, timer=_no_timer, o
     then the kernels, then the fold, each timed alone: the per-step breakdown of profiling). Device buffers
     (cuDF's, in place) are read where they are. The whole text stays on the device for the Jaccard step; the
     signatures are folded into band keys on the device and only the keys are kept (8 bytes a band)."""
-    import cupy as cp
+    cp = cupy_module()
     import cupyx
 
     from . import minhash as mh

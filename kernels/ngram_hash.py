@@ -52,7 +52,7 @@ from numba import prange
 
 from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61
-from ._cuda import raw_module
+from ._cuda import cupy_module, raw_module
 from .script_class import CJK, is_cjk
 from .strings import check_buffers
 # Same params layout (BU, BS, separator mask, BU powers) and batching as the MinHash kernels.
@@ -123,7 +123,7 @@ class NgramTable:
     def on_device(self):
         """(hashes, directory, filter) as CuPy arrays on the current device, copied once per device, synchronously
         (blocking=True): later lookups read them on whatever stream is current then."""
-        import cupy as cp
+        cp = cupy_module()
 
         dev = cp.cuda.Device().id
         if dev not in self._device:
@@ -512,7 +512,7 @@ def ngram_lookup_gpu(data, offsets, cjk, table, word=(13, 8), char=(20, 12), *,
     bytes per text byte, hit counts (one warp per document), one host sync for the total, then the
     fill (one warp per document that has hits). The batch size only bounds memory.
     """
-    import cupy as cp
+    cp = cupy_module()
 
     d_data = cp.ascontiguousarray(cp.asarray(data))
     d_offsets = cp.ascontiguousarray(cp.asarray(offsets))

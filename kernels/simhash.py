@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._cuda import raw_module
+from ._cuda import cupy_module, raw_module
 from ._jit import njit
 from ._mersenne import splitmix64_array
 
@@ -67,7 +67,7 @@ def fingerprints_cpu(flat, offsets) -> np.ndarray:
 
 def fingerprints_gpu(flat, offsets):
     """GPU twin of fingerprints_cpu (simhash.cu, one block of 64 threads per document): CuPy in and out."""
-    import cupy as cp
+    cp = cupy_module()
 
     flat = cp.ascontiguousarray(cp.asarray(flat, dtype=cp.uint64))
     offsets = cp.ascontiguousarray(cp.asarray(offsets, dtype=cp.int64))

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._cuda import cupy_module
+
 
 def check_buffers(data, offsets) -> None:
     """The two buffers as every kernel reads them, numpy or CuPy alike: ``data`` 1-d uint8, ``offsets`` 1-d int32
@@ -196,7 +198,7 @@ def _pylibcudf_column(series):
 
 def _device_bytes(buf):
     """A CuPy uint8 view of a pylibcudf buffer (gpumemoryview, rmm.DeviceBuffer or a Span)."""
-    import cupy as cp
+    cp = cupy_module()
 
     if buf is None:
         return cp.empty(0, dtype=cp.uint8)
@@ -209,7 +211,7 @@ def _device_bytes(buf):
 
 
 def _cudf_views(series):
-    import cupy as cp
+    cp = cupy_module()
 
     col = _pylibcudf_column(series)
     if _type_name(col.type()) != "STRING":
@@ -232,7 +234,7 @@ def _cudf_views(series):
 def cudf_buffers(series):
     """Zero-copy CuPy views (data uint8, offsets int32/int64 with n+1 entries) of a cuDF string
     Series, by the contract of :func:`arrow_buffers`; see the notes above for the API used."""
-    import cupy as cp
+    cp = cupy_module()
 
     data, offsets = _cudf_views(series)
     if series.null_count:

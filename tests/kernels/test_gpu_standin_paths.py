@@ -376,3 +376,18 @@ def test_a_whole_run_on_the_gpu_writes_the_cpu_run_s_shards(gpu_standin, tmp_pat
     ran = {k: v - launches.get(k, 0) for k, v in gpu_standin.STATE.stats.launches.items()}
     assert any(k.startswith("text_hash") and v >= 4 for k, v in ran.items()), ran   # exact dedup, every partition
     assert any(k.startswith("minhash") and v >= 4 for k, v in ran.items()), ran     # near dedup, every partition
+
+
+def test_gpu_paths_turn_cupy_s_cub_block_reductions_off_unless_the_user_chose(gpu_standin, monkeypatch):
+    """kernels/_cuda.cupy_module: CuPy's CUB block reductions compile a kernel per block size, which CuPy sizes by
+    the reduced length below 2,048 elements (a partition of other size, another compile). Every GPU path gets CuPy
+    through cupy_module, which turns them off; a user's own CUPY_ACCELERATORS is left as it is."""
+    cp = gpu_standin
+    data, offsets = buffers_of([b"one document", b"another one", b""])
+    monkeypatch.setenv("CUPY_ACCELERATORS", "cub")
+    th.text_hash_gpu(cp.asarray(data), cp.asarray(offsets))
+    assert cp._core.get_reduction_accelerators() == ["cub"]
+    monkeypatch.delenv("CUPY_ACCELERATORS")
+    got = th.text_hash_gpu(cp.asarray(data), cp.asarray(offsets)).get()
+    assert cp._core.get_reduction_accelerators() == []
+    assert (got == th.text_hash_cpu(data, offsets)).all()
