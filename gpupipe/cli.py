@@ -606,7 +606,7 @@ def entry() -> None:
     if "gpupipe.run.executors" in sys.modules:   # a local run's worker processes: stopped, not left behind
         sys.modules["gpupipe.run.executors"].shutdown_pools()
     # multiprocessing's own exit work that os._exit skips: the pool's named semaphores unlinked (else its resource
-    # tracker prints "There appear to be 5 leaked semaphore objects" after every run that used a pool)
+    # tracker prints "There appear to be N leaked semaphore objects" after every run that used a pool)
     run_finalizers = getattr(sys.modules.get("multiprocessing.util"), "_run_finalizers", None)
     if run_finalizers is not None:
         run_finalizers(0)

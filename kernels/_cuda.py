@@ -37,10 +37,10 @@ def cupy_module():
     chose with CUPY_ACCELERATORS. Such a kernel is compiled (NVRTC, with CUB's headers) for its block size, which
     CuPy sizes by the reduced array's length below 2,048 elements (cupy/_core/_cub_reduction.pyx,
     _get_cub_block_specs): a `.any()` over the offsets of a 300-document partition and of a 1,000-document one are
-    two compiles of a second or more, paid again by any run whose partitions have other sizes. CuPy's own reduction
-    kernel has a fixed block size (the stride is an argument): one compile per operation and type. gpupipe's
-    reductions are small checks and counts, where CUB's speed does not matter. CUB's precompiled device-wide
-    routines (sort, scan, sum) stay on."""
+    two compiles, paid again by any run whose partitions have other sizes. CuPy's own reduction kernel has a fixed
+    block size (the stride is an argument): one compile per operation and type. gpupipe's reductions are small
+    checks and counts, where CUB's speed does not matter. CuPy's routine accelerator (CUB's device-wide functions,
+    compiled into CuPy itself) is left as it is."""
     import cupy as cp
 
     if "CUPY_ACCELERATORS" not in os.environ:
