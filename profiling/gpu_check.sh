@@ -204,6 +204,8 @@ fi
 section "every kernel on ~1 MB, default stream" 90 "$PY" profiling/gpu_kernel_smoke.py
 section "every kernel on ~1 MB, non-blocking stream" 60 "$PY" profiling/gpu_kernel_smoke.py --stream nonblocking
 section "every kernel on ~1 MB, MemoryAsyncPool" 60 "$PY" profiling/gpu_kernel_smoke.py --pool async
+# which CuPy reductions compile per size class (session 16's reading of the gpu path's extra seconds: docs/design.md)
+section "NVRTC: CuPy reductions by length, CUB block reduce or not" 60 "$PY" profiling/gpu_reduction_compiles.py
 
 # the sanitizers before the end to end: a memory or race error is worth more than a figure
 if command -v compute-sanitizer >/dev/null; then
@@ -248,7 +250,6 @@ CACHE="$(mktemp -d)"
 section "cold NVRTC compile of each kernels/*.cu" 60 env CUPY_CACHE_DIR="$CACHE" \
     "$PY" profiling/gpu_kernel_smoke.py --compile-times
 rm -rf "$CACHE"
-section "NVRTC: CuPy reductions by length, CUB block reduce or not" 60 "$PY" profiling/gpu_reduction_compiles.py
 
 echo
 echo "== summary (${SECONDS}s of the ${BUDGET}s budget)"
