@@ -3,6 +3,7 @@ the choose/held-out split by page id, the per-kind table and the trafilatura cac
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,10 +64,15 @@ def test_bench_script_prints_kinds_and_reuses_its_cache(tmp_path):
     assert len(rows) == 2 and "extract (resiliparse)" not in first.stdout
     # the listing's titles are links: auto keeps them, as it keeps the article (F1 1.0 on both, in either half)
     assert sorted(rows[0] + rows[1]) == ["1.000"] * 4 + ["nan"] * 2 and rows[0][2] == rows[1][2] == "1.000"
-    # and the gap to trafilatura's defaults per kind, with its interval: one page per half, so a point
+    # and the gap to trafilatura's defaults per kind with its interval: one page per half, so each interval is a
+    # point (or nan where the half has no page of the kind); columns article, listing, all
     gaps = [line for line in first.stdout.splitlines() if line.startswith("extract (auto) ") and "[" in line
             and "vs" not in line]
-    assert len(gaps) == 2 and all("[" in g and "]" in g for g in gaps)
+    num = r"([+-](?:\d\.\d{3}|nan))"
+    cells = [re.findall(rf"{num} \[{num},{num}\]", g) for g in gaps]
+    assert len(gaps) == 2 and [len(c) for c in cells] == [3, 3], gaps
+    assert all(mean == lo == hi for c in cells for mean, lo, hi in c)
+    assert sorted(c[0][0] == "+nan" or c[1][0] == "+nan" for c in cells) == [True, True]   # one empty kind a half
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert second.returncode == 0, second.stderr
     # trafilatura's rows come from the cache: the same scores and the same timings, to the digit

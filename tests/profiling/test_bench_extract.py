@@ -73,7 +73,7 @@ def test_paired_interval_tells_a_real_gap_from_noise():
     carried by page-to-page swings of +-0.3 (extractors winning or losing single pages) gives an interval across 0."""
     paired_interval = _load_bench().paired_interval
     mean, lo, hi = paired_interval(np.full(40, 0.02))
-    assert mean == lo == hi == 0.02
+    assert np.allclose([mean, lo, hi], 0.02, rtol=0, atol=1e-12)
     swings = np.where(np.arange(40) % 2 == 0, 0.32, -0.28)   # mean +0.02
     mean, lo, hi = paired_interval(swings)
     assert abs(mean - 0.02) < 1e-9 and lo < 0 < hi and hi - lo > 0.1
