@@ -128,9 +128,8 @@ QUIT_GRACE_S = 1.0   # how long idle workers get to exit on their own when the p
 
 def shutdown_pools() -> None:
     """Stop this process's pools now (the CLI ends with os._exit, which runs no atexit handler): tasks not started
-    are dropped; idle workers exit on their own (so their exit handlers run: numba's process lock is a named
-    semaphore, which a terminated worker leaves to the resource tracker's "leaked semaphore objects" warning),
-    workers still busy after QUIT_GRACE_S are terminated."""
+    are dropped; idle workers exit on their own (so their exit handlers run), workers still busy after QUIT_GRACE_S
+    are terminated (a worker holds no named semaphore of its own: _worker_init)."""
     import time
 
     for pool in list(_POOLS.values()):
@@ -176,7 +175,14 @@ def _worker_init() -> None:
     skip_numba_extensions()
     try:
         import numba
+        from numba.np.ufunc import parallel
 
+        # numba guards its threading layer's start with a multiprocessing RLock when the start method's name holds
+        # "fork" ("forkserver" does): a named semaphore of this worker's own, shared with no one, that a worker
+        # terminated while it exits leaves to the resource tracker ("leaked semaphore objects" at the end of a run,
+        # seen on a loaded CI machine). A plain no-op guard instead: nothing else starts this worker's threads.
+        if getattr(parallel, "_backend_init_process_lock", 0) is None and hasattr(parallel, "_nop"):
+            parallel._backend_init_process_lock = parallel._nop()
         numba.set_num_threads(1)
     except Exception:   # numba without threads: nothing to limit
         pass
