@@ -129,11 +129,15 @@ QUIT_GRACE_S = 1.0   # how long idle workers get to exit on their own when the p
 def shutdown_pools() -> None:
     """Stop this process's pools now (the CLI ends with os._exit, which runs no atexit handler): tasks not started
     are dropped; idle workers exit on their own (so their exit handlers run), workers still busy after QUIT_GRACE_S
-    are terminated (a worker holds no named semaphore of its own: _worker_init)."""
+    are terminated (a worker holds no named semaphore of its own: _worker_init). Returns once the pool's manager
+    thread has ended: after shutdown(wait=False) that thread holds the pool's queues last, so their named semaphores
+    were unlinked there, and os._exit in the middle of it left one unlinked but still registered (the resource
+    tracker's "leaked semaphore" + "No such file" lines, seen on a loaded CI machine)."""
     import time
 
     for pool in list(_POOLS.values()):
         workers = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         end = time.monotonic() + QUIT_GRACE_S
         for w in workers:
@@ -143,6 +147,8 @@ def shutdown_pools() -> None:
                 w.terminate()
         for w in workers:
             w.join(timeout=5)
+        if manager is not None:   # its workers are gone: it ends at once
+            manager.join(timeout=5)
     _POOLS.clear()
 
 

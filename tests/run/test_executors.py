@@ -110,6 +110,22 @@ def test_pool_runs_tasks_in_worker_processes_in_input_order():
         ex.close()
 
 
+def test_stopping_the_pools_waits_for_the_pool_s_manager_thread():
+    """After shutdown(wait=False) the pool's manager thread holds its queues last and unlinks their named semaphores;
+    the CLI's os._exit right after shutdown_pools must not cut that short (a registered semaphore left behind)."""
+    from gpupipe.run import executors
+
+    ex = LocalExecutor(processes=2)
+    ex.map(_pid_after, [0.0] * 4, list(range(4)))
+    pool = executors._POOLS[2]
+    manager, queues = pool._executor_manager_thread, (pool._call_queue, pool._result_queue)
+    names = [lock._semlock.name for q in queues for lock in (q._rlock, q._wlock)]
+    assert manager.is_alive() and all(names)
+    del pool, queues
+    executors.shutdown_pools()
+    assert not manager.is_alive() and not executors._POOLS
+
+
 def _parent_and_loaded(_):
     import os
     import sys
