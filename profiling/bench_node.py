@@ -852,12 +852,7 @@ def main() -> int:
 
     rows: list[dict] = []
     text = ""
-    stamp = f"{datetime.date.today():%Y-%m-%d}"
-    dest = RESULTS / f"node_bench_{stamp}.txt"
-    k = 2
-    while dest.exists():
-        dest = RESULTS / f"node_bench_{stamp}_{k}.txt"
-        k += 1
+    dest = bp.new_result_path("node_bench")
     runs = [(s, d, n - 1 if d == "gpu" and n > 1 else n) for s in scales for d in devices for n in workers]
     for s, d, n in runs:
         m = timed(s, n, d)

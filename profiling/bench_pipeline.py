@@ -8,7 +8,7 @@ CORPUS lines are {"id", "lang", "text"[, "source"]}. Every size is written to --
 system temp dir; kept and reused by later runs) as --shards interleaved .jsonl.gz files (gzip level 6); both
 tools read those same files. --sample K keeps every K-th document first (a quick check; results are not saved).
 The table goes to stdout and, for a full-corpus run (no --sample, no --no-save), to
-profiling/results/pipeline_bench_<date>.txt.
+profiling/results/pipeline_bench_<date>.txt (_2, _3, ... for a later run of the same day).
 
 gpupipe  `gpupipe run cfg.yaml` in a fresh process (the `gpupipe` next to this interpreter), stages
          normalize → langid {keep: [en, zh]} → quality → exact_dedup → fuzzy_dedup →
@@ -109,6 +109,17 @@ BANDS, ROWS, NGRAMS = 12, 10, 5          # gpupipe fuzzy_dedup defaults (thresho
 EDIT_RATE = (0.005, 0.08)
 GZIP_LEVEL = 6
 NUMBA_CACHE = "numba-cache"   # NUMBA_CACHE_DIR of the gpupipe runs, under --work
+
+
+def new_result_path(prefix: str) -> Path:
+    """RESULTS/PREFIX_DATE.txt, or PREFIX_DATE_2.txt, _3, ... when a run of the same day wrote one already (a second
+    run must not overwrite the first's figures)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = f"{datetime.date.today():%Y-%m-%d}"
+    dest, k = RESULTS / f"{prefix}_{stamp}.txt", 2
+    while dest.exists():
+        dest, k = RESULTS / f"{prefix}_{stamp}_{k}.txt", k + 1
+    return dest
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -739,6 +750,7 @@ def main() -> int:
 
 
     runs, peer, scale_rows = {}, {}, []
+    dest = None   # this run's results file, made on the first size written
     for s in scales:
         meta = metas[s]
         out = work / f"run-{s}x"
@@ -792,8 +804,7 @@ def main() -> int:
         (work / "last_results.json").write_text(json.dumps({"runs": runs, "peer": peer, "scales": scale_rows,
                                                             "warm": warmed["first"]}, indent=1, default=str))
         if args.sample == 1 and not args.no_save:
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            dest = RESULTS / f"pipeline_bench_{datetime.date.today():%Y-%m-%d}.txt"
+            dest = dest or new_result_path("pipeline_bench")
             dest.write_text(text)
     print()
     print(text)

@@ -72,3 +72,17 @@ def test_a_row_during_which_cupy_compiled_is_noted_with_its_first_run(tmp_path):
     assert bench.note_of({**quiet, "cupy_compiled": 5}) == "CuPy compiled 5 kernels"
     rerun = {**quiet, "cold": {"wall": 21.6, "sources_changed": False, "compiled": False, "cupy_compiled": 40}}
     assert bench.note_of(rerun) == "first run 21.6 s (CuPy compiled 40 kernels)"
+
+
+def test_a_second_bench_run_of_the_day_gets_its_own_results_file(tmp_path, monkeypatch):
+    """bench_pipeline/bench_node write RESULTS/PREFIX_DATE.txt; a later run the same day once overwrote it."""
+    bp = _load().bp
+    monkeypatch.setattr(bp, "RESULTS", tmp_path / "results")
+    first = bp.new_result_path("pipeline_bench")
+    assert first.parent.is_dir() and not first.exists() and first.name.startswith("pipeline_bench_")
+    first.write_text("run 1")
+    second = bp.new_result_path("pipeline_bench")
+    assert second.name == first.stem + "_2.txt"
+    second.write_text("run 2")
+    assert bp.new_result_path("pipeline_bench").name == first.stem + "_3.txt"
+    assert first.read_text() == "run 1"
