@@ -184,9 +184,9 @@ def _worker_init() -> None:
         from numba.np.ufunc import parallel
 
         # numba guards its threading layer's start with a multiprocessing RLock when the start method's name holds
-        # "fork" ("forkserver" does): a named semaphore of this worker's own, shared with no one, that a worker
-        # terminated while it exits leaves to the resource tracker ("leaked semaphore objects" at the end of a run,
-        # seen on a loaded CI machine). A plain no-op guard instead: nothing else starts this worker's threads.
+        # "fork" ("forkserver" does): a named semaphore of this worker's own, shared with no one, that a terminated
+        # worker left to the resource tracker (a run whose two workers were terminated at its end printed "2 leaked
+        # semaphore objects"). A no-op guard instead: nothing else starts this worker's threads.
         if getattr(parallel, "_backend_init_process_lock", 0) is None and hasattr(parallel, "_nop"):
             parallel._backend_init_process_lock = parallel._nop()
         numba.set_num_threads(1)

@@ -118,10 +118,11 @@ def test_stopping_the_pools_waits_for_the_pool_s_manager_thread():
     ex = LocalExecutor(processes=2)
     ex.map(_pid_after, [0.0] * 4, list(range(4)))
     pool = executors._POOLS[2]
-    manager, queues = pool._executor_manager_thread, (pool._call_queue, pool._result_queue)
-    names = [lock._semlock.name for q in queues for lock in (q._rlock, q._wlock)]
-    assert manager.is_alive() and all(names)
-    del pool, queues
+    manager, queue = pool._executor_manager_thread, pool._call_queue
+    join_thread = queue.join_thread
+    queue.join_thread = lambda: (time.sleep(0.5), join_thread())   # its last steps, slowed as on a loaded machine
+    assert manager.is_alive()
+    del pool, queue
     executors.shutdown_pools()
     assert not manager.is_alive() and not executors._POOLS
 
@@ -178,7 +179,7 @@ def test_the_console_script_ends_a_pooled_run_without_leaked_semaphores(tmp_path
     terminated, and multiprocessing's exit work runs in the driver: else the resource tracker printed "There appear
     to be N leaked semaphore objects" after every pooled run (the pool's queues in the driver). A worker holds no
     named semaphore of its own (numba's guard of its threading layer's start, replaced in _worker_init): with no
-    grace at all every worker is terminated, as a slow one was on a loaded CI machine, and still nothing leaks."""
+    grace at all every worker is terminated (as a busy one is), and still nothing leaks."""
     import subprocess
 
     src = write_jsonl(tmp_path / "in.jsonl", [f"document {i}: " + "words of a plain English text " * 20
