@@ -379,9 +379,15 @@ def _minhash_search(args: argparse.Namespace, cfg) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """gpupipe's parser. With `command` (main passes the subcommand its argv names), the subcommands whose set-up
+    imports gpupipe's stations or pandas (1-2.5 s on a small VM) are set up only if named: `gpupipe plan`, `synth`
+    or `verify` do not wait for what only `run` needs. A name that is no subcommand gets the whole parser (its
+    error lists them all)."""
     from gpupipe import __version__
-    from gpupipe.stages import STAGES
+
+    def wanted(*names: str) -> bool:
+        return command is None or command in names
 
     p = argparse.ArgumentParser(prog="gpupipe", description="Web crawl → curated documents → packed token shards.")
     p.add_argument("--version", action="version", version=f"gpupipe {__version__}")
@@ -390,8 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run (or resume) a pipeline config", description=(
         "Run the stages of CONFIG into its run directory; a re-run resumes after the last completed stage."),
-        epilog="stages (each config item is {name: {parameters}}; every default is written to "
-               "RUN/config.resolved.yaml): " + ", ".join(STAGES))
+        epilog=_stages_epilog() if wanted("run") else None)
     r.add_argument("config", help="YAML config (see configs/)")
     r.add_argument("--input", nargs="+", help="input file(s), folder(s) or glob(s); overrides input.path")
     r.add_argument("--output", help="run directory; overrides output")
@@ -434,9 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True, help="the file to write (.jsonl or .jsonl.gz)")
     e.set_defaults(fn=cmd_export)
 
-    from gpupipe.doremi import add_parser as add_doremi   # gpupipe doremi: mixture weights from a proxy model
+    if wanted("doremi"):
+        from gpupipe.doremi import add_parser as add_doremi   # gpupipe doremi: mixture weights from a proxy model
 
-    add_doremi(sub)
+        add_doremi(sub)
 
     from gpupipe.acquire.commoncrawl import DEFAULT_BASE_URL
 
@@ -493,6 +499,48 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print the plan as JSON (every stage)")
     pl.set_defaults(fn=cmd_plan)
 
+    if wanted("minhash-params"):
+        _add_minhash_params(sub)
+
+    from gpupipe.config_convert import add_config_parser
+
+    add_config_parser(sub)
+
+    if wanted("decontam-index"):
+        from gpupipe.stages.filters.decontam import add_decontam_index_parser
+
+        add_decontam_index_parser(sub)
+    if wanted("train-quality"):
+        from gpupipe.stages.filters.model_quality import add_train_quality_parser
+
+        add_train_quality_parser(sub)
+
+    from gpupipe.models.train import add_train_classifier_parser
+
+    add_train_classifier_parser(sub)
+
+    if wanted("report", "audit"):
+        from gpupipe.report import add_audit_parser, add_report_parser
+
+        add_report_parser(sub)
+        add_audit_parser(sub)
+    if wanted("chunk-markdown"):
+        from gpupipe.stages.text.chunk_markdown import add_chunk_markdown_parser
+
+        add_chunk_markdown_parser(sub)
+    if command is not None and command not in sub.choices:
+        return build_parser()
+    return p
+
+
+def _stages_epilog() -> str:
+    from gpupipe.stages import STAGES
+
+    return ("stages (each config item is {name: {parameters}}; every default is written to "
+            "RUN/config.resolved.yaml): " + ", ".join(STAGES))
+
+
+def _add_minhash_params(sub) -> None:
     from gpupipe.stages.dedup.fuzzy import FuzzyDedupConfig
 
     m = sub.add_parser("minhash-params", help="choose LSH bands x rows for a Jaccard threshold", description=(
@@ -515,31 +563,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed 001's exercise 1: --at-least 0.8:0.95 --at-most 0.5:0.05")
     m.set_defaults(fn=cmd_minhash_params)
 
-    from gpupipe.config_convert import add_config_parser
 
-    add_config_parser(sub)
-
-    from gpupipe.stages.filters.decontam import add_decontam_index_parser
-
-    add_decontam_index_parser(sub)
-
-    from gpupipe.stages.filters.model_quality import add_train_quality_parser
-
-    add_train_quality_parser(sub)
-
-    from gpupipe.models.train import add_train_classifier_parser
-
-    add_train_classifier_parser(sub)
-
-    from gpupipe.report import add_audit_parser, add_report_parser
-
-    add_report_parser(sub)
-    add_audit_parser(sub)
-
-    from gpupipe.stages.text.chunk_markdown import add_chunk_markdown_parser
-
-    add_chunk_markdown_parser(sub)
-    return p
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand argv names (its first word that is not an option: gpupipe's own options take no value), or
+    None where the top-level parser answers (help, version, no subcommand)."""
+    for a in argv:
+        if a in ("-h", "--help", "--version"):
+            return None
+        if not a.startswith("-"):
+            return a
+    return None
 
 
 _SERVER_ARGS = ("base_url", "scheduler_address")   # URLs of servers, not of files or folders
@@ -576,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpupipe.io.storage import StorageUnavailable, require
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    args = build_parser(_named_command(argv)).parse_args(argv)
     try:
         for key, value in vars(args).items():   # a URL without its filesystem package: say so before any work
             for v in (value if isinstance(value, list) else [value]):

@@ -72,6 +72,29 @@ def test_help_for_each_command(capsys):
     assert "--partition-docs" in capsys.readouterr().out
 
 
+def test_a_light_command_does_not_wait_for_the_stations_and_a_typo_lists_every_command():
+    """Only the subcommand argv names is set up: `gpupipe plan` never imports the stations (pandas, numba; the
+    parser's set-up alone once took ~2.5 s for every command); `run --help` still lists the stages, and a name
+    that is no command is answered with all of them, those set up lazily included."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from gpupipe.cli import main; rc = main(['plan', '--tokens', '1T']); "
+            "print(rc, 'gpupipe.stages' in sys.modules, 'pandas' in sys.modules, 'numba' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-4:] == ["0", "False", "False", "False"], r.stdout[-2000:]
+    r = subprocess.run([sys.executable, "-c", "from gpupipe.cli import main; main(['run', '--help'])"],
+                       capture_output=True, text=True, timeout=300)
+    assert "fuzzy_dedup" in r.stdout and "substring_dedup" in r.stdout, r.stdout[-2000:]
+    r = subprocess.run([sys.executable, "-c", "from gpupipe.cli import main; main(['rnu', 'c.yaml'])"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "invalid choice: 'rnu'" in r.stderr
+    for name in ("run", "plan", "doremi", "minhash-params", "decontam-index", "train-quality", "report", "audit",
+                 "chunk-markdown"):
+        assert f"'{name}'" in r.stderr, r.stderr
+
+
 # ----------------------------------------------------------------------- configs that must not be trusted (#32)
 
 def laughs(levels: int) -> str:
