@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-LENGTHS = (100, 300, 1_000, 3_000, 100_000, 310)   # 310: a second length in the 300 class, which compiles nothing
+LENGTHS = (100, 300, 1_000, 3_000, 100_000, 310)   # 310: a second length of the 300 class (by the reading: no compile)
 
 
 def cache_files(folder: Path) -> int:
